@@ -20,6 +20,7 @@ import numpy as np
 
 from svod.codegen import status_slots
 from svod.device import Allocator, HostArguments, LaunchShape, Program, ProgramBase
+from svod.device.allocator import HostMemory
 from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, RequirementError
@@ -61,22 +62,74 @@ class OwnBuffers:
     def nbytes(self, values: Mapping[str, int]) -> dict[int, int]:
         return {slot: evaluate(size, values) for slot, size in self.sizes.items()}
 
-    def allocate(self, allocator: Allocator, nbytes: Mapping[int, int]) -> dict[int, Any]:
-        handles = {slot: allocator.allocate(size) for slot, size in nbytes.items()}
-        for slot in self.records:
-            if slot in handles:
-                allocator.copyin(handles[slot], memoryview(bytes(nbytes[slot])))
-        return handles
 
-    @staticmethod
-    def free(allocator: Allocator, handles: Mapping[int, Any], nbytes: Mapping[int, int]) -> None:
-        for slot, handle in handles.items():
-            allocator.free(handle, nbytes[slot])
+SPARE_BYTES = 1 << 16
+"""A run's own buffers are kept for the next run of the program where they total no more than this: a status,
+the requirements and a split reduction's partials are; a matmul's packed copy of ``b`` is allocated per run. A
+small kernel's call spent most of its time allocating, zeroing and freeing them."""
+
+SPARE_RUNS = 4
+"""How many sets of own buffers a program keeps: one for each of as many threads calling it at once."""
+
+
+class OwnMemory:
+    """The own buffers of a run (a bound launch's, or one call's): a handle and size by slot, each buffer's
+    address, and, where every record buffer is host memory, a view of each beside as many zero bytes:
+    ``recorded`` sees a run that recorded nothing in one look at them, not a copy of them out. The record
+    buffers are zero whenever no run is under way: zeroed here, and again by the check that finds one set."""
+
+    def __init__(self, own: OwnBuffers, allocator: Allocator, nbytes: Mapping[int, int]) -> None:
+        self.own = own
+        self.allocator = allocator
+        self.nbytes: dict[int, int] = {}
+        self.handles: dict[int, Any] = {}
+        self.addresses: dict[int, Any] = {}
+        self.records: tuple[tuple[np.ndarray, bytes], ...] | None = None
+        self.grow(nbytes)
+
+    @property
+    def total(self) -> int:
+        return sum(self.nbytes.values())
+
+    def grow(self, wanted: Mapping[int, int]) -> frozenset[int]:
+        """Buffers at least as large as ``wanted`` says, allocating anew those smaller: the slots allocated."""
+        grown = frozenset(slot for slot, size in wanted.items() if size > self.nbytes.get(slot, -1))
+        if not grown:
+            return grown
+        for slot in grown & self.handles.keys():
+            self.allocator.free(self.handles.pop(slot), self.nbytes[slot])
+        for slot in sorted(grown):
+            self.handles[slot] = self.allocator.allocate(wanted[slot])
+            self.nbytes[slot] = wanted[slot]
+            self.addresses[slot] = self.allocator.address(self.handles[slot])
+            if slot in self.own.records:
+                self.allocator.copyin(self.handles[slot], memoryview(bytes(wanted[slot])))
+        views = [(handle.array[:self.nbytes[slot]], bytes(self.nbytes[slot])) for slot in self.own.records
+                 if isinstance(handle := self.handles.get(slot), HostMemory)]
+        self.records = tuple(views) if len(views) == len(self.own.records) else None
+        return grown
+
+    def recorded(self) -> bool:
+        """Whether the last run may have recorded a failure (where the records are not host memory, it may)."""
+        return self.records is None or any(view.tobytes() != zeros for view, zeros in self.records)
+
+    def free(self) -> None:
+        for slot, handle in self.handles.items():
+            self.allocator.free(handle, self.nbytes[slot])
+        self.handles.clear()
+        self.nbytes.clear()
+        self.addresses.clear()
+
+
+def _free_spares(spares: list[OwnMemory]) -> None:
+    while spares:
+        spares.pop().free()
 
 
 class PartsProgram(ProgramBase):
     """Runs ``parts`` one after another on the user's buffers (``user_slots``) and its own; ``vals``
-    follow ``var_names``. ``sizes`` are the user buffers' element counts, for error messages."""
+    follow ``var_names``. ``sizes`` are the user buffers' element counts, for error messages. A call's own
+    buffers are those a call before it left (``SPARE_BYTES``), else allocated."""
 
     def __init__(self, name: str, parts: Sequence[Part], var_names: Sequence[str], user_slots: Sequence[int],
                  own: OwnBuffers, allocator: Allocator, sizes: Mapping[int, UOp]) -> None:
@@ -87,26 +140,44 @@ class PartsProgram(ProgramBase):
         self.own = own
         self.allocator = allocator
         self.sizes = dict(sizes)
+        self.const_nbytes = None if own.sized else {slot: int(size.arg) for slot, size in own.sizes.items()}
+        self._spares: list[OwnMemory] = []
+        weakref.finalize(self, _free_spares, self._spares)
 
     def execute(self, buffers: Sequence[Any], vals: Sequence[int], global_size: tuple[int, int, int] | None = None,
                 local_size: tuple[int, int, int] | None = None) -> None:
         values = dict(zip(self.var_names, vals, strict=True))
-        nbytes = self.own.nbytes(values)
-        handles = self.own.allocate(self.allocator, nbytes)
+        memory = self._take(values)
         try:
-            table = self.table(buffers, handles)
+            table = dict(zip(self.user_slots, buffers, strict=True)) | memory.addresses
             for part in self.parts:
                 dims = part.launch.dims(values)
                 part.program.execute([table[s] for s in part.slots], [values[n] for n in part.var_names],
                                      dims.global_size, dims.local_size)
-            self.check(handles, values)
-        finally:
-            self.own.free(self.allocator, handles, nbytes)
+        except BaseException:
+            memory.free()  # a run stopped before its check may leave a record set
+            raise
+        try:
+            if memory.recorded():
+                self.check(memory.handles, values)
+        finally:  # the check clears every record it reads
+            self._give(memory)
 
-    def table(self, buffers: Sequence[Any], handles: Mapping[int, Any]) -> dict[int, Any]:
-        table = dict(zip(self.user_slots, buffers, strict=True))
-        table.update({slot: self.allocator.address(h) for slot, h in handles.items()})
-        return table
+    def _take(self, values: Mapping[str, int]) -> OwnMemory:
+        """Own buffers for a run with ``values``: a spare set grown to fit, else a new one."""
+        nbytes = self.own.nbytes(values) if self.const_nbytes is None else self.const_nbytes
+        try:
+            memory = self._spares.pop()  # atomic: threads calling at once each take their own
+        except IndexError:
+            return OwnMemory(self.own, self.allocator, nbytes)
+        memory.grow(nbytes)
+        return memory
+
+    def _give(self, memory: OwnMemory) -> None:
+        if memory.total <= SPARE_BYTES and len(self._spares) < SPARE_RUNS:
+            self._spares.append(memory)
+        else:
+            memory.free()
 
     def check(self, handles: Mapping[int, Any], values: Mapping[str, int]) -> None:
         """Raise ``IndexOutOfBoundsError`` for the first buffer the status records a failure for, else
@@ -157,16 +228,19 @@ class PartsLaunch:
         self.program = program
         self.buffers = tuple(buffers)
         own = program.own
-        self.nbytes = {slot: int(size.arg) for slot, size in own.sizes.items() if size.op is Ops.CONST}
-        self.handles = own.allocate(program.allocator, self.nbytes)
-        # a finalizer that holds the handles returns them: a __del__ could run after the collector released
-        # them with the launch (a plan is a reference cycle), and hand the pool buffers already released
-        weakref.finalize(self, OwnBuffers.free, program.allocator, self.handles, self.nbytes)
-        table = program.table(buffers, self.handles)
+        self.memory = OwnMemory(own, program.allocator,
+                                {slot: int(size.arg) for slot, size in own.sizes.items() if size.op is Ops.CONST})
+        # a finalizer that holds the memory frees it: a __del__ could run after the collector released it
+        # with the launch (a plan is a reference cycle), and hand the pool buffers already released
+        weakref.finalize(self, self.memory.free)
+        table = self.table()
         self.launches = [(part, part.program.bind([table.get(s, 0) for s in part.slots])) for part in program.parts]
         self.values: dict[str, int] = {}
         self.resizes = own.sized
         """Whether a run may allocate (``fit``): such a launch runs from Python, never a native replay."""
+
+    def table(self) -> dict[int, Any]:
+        return dict(zip(self.program.user_slots, self.buffers, strict=True)) | self.memory.addresses
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
@@ -181,15 +255,10 @@ class PartsLaunch:
         """Own buffers at least as large as a run with ``values`` needs, the parts pointed at any allocated
         anew: in place where a part keeps its arguments in host memory (a plan's record of the user buffers'
         addresses there stays true), bound again where it does not."""
-        allocator, wanted = self.program.allocator, self.program.own.nbytes(values)
-        grown = {slot: size for slot, size in wanted.items() if size > self.nbytes.get(slot, -1)}
+        grown = self.memory.grow(self.program.own.nbytes(values))
         if not grown:
             return
-        OwnBuffers.free(allocator, {slot: self.handles.pop(slot) for slot in grown if slot in self.handles},
-                        self.nbytes)
-        self.handles.update(self.program.own.allocate(allocator, grown))
-        self.nbytes.update(grown)
-        table = self.program.table(self.buffers, self.handles)
+        table = self.table()
         for position, (part, launch) in enumerate(self.launches):
             if not isinstance(launch, HostArguments):
                 self.launches[position] = (part, part.program.bind([table[s] for s in part.slots]))
@@ -202,6 +271,9 @@ class PartsLaunch:
     def checks(self) -> bool:
         return bool(self.program.own.records)
 
-    def check(self) -> None:
-        self.program.check(self.handles, self.values)
+    def recorded(self) -> bool:
+        return self.memory.recorded()
 
+    def check(self) -> None:
+        if self.memory.recorded():
+            self.program.check(self.memory.handles, self.values)

@@ -516,9 +516,10 @@ class ExecutionPlan:
                 step.run(values)
 
     def _check_native(self) -> None:
-        if self._parts_checks and self._native is not None:
+        recorded = [launch for launch in self._parts_checks if launch.recorded()]
+        if recorded and self._native is not None:
             current = self._native.values()
-            for launch in self._parts_checks:  # the values its error message evaluates sizes with
+            for launch in recorded:  # the values its error message evaluates sizes with
                 launch.values = {**launch.values, **current}
         self._check_steps()
 

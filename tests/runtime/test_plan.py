@@ -147,7 +147,7 @@ def test_a_matmul_packing_b_into_a_buffer_of_its_own_sizes_it_for_each_replay():
         plan.execute(m=rows, n=columns, depth=turns)
         got = plan.buffers[ids[0]].numpy()[:rows * columns].reshape(rows, columns)
         np.testing.assert_allclose(got, x @ y, rtol=1e-12, atol=1e-12)
-    assert plan.prepared_kernels[0].launch.nbytes == {3: 160 * 1032 * 8}  # the largest copy; no status: all proven
+    assert plan.prepared_kernels[0].launch.memory.nbytes == {3: 160 * 1032 * 8}  # the largest copy; all proven
 
 
 def test_fixed_vars_refuse_a_new_value():

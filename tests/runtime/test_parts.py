@@ -1,0 +1,70 @@
+"""A kernel run as parts (a reduction split in two, a status its checked reads report to) on buffers of its own,
+which a call leaves to the next where they are small: every call starts clean, so a failure one call records is
+that call's alone, whatever ran before it, in this thread or another."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import svod
+from svod.device import Device
+from svod.errors import IndexOutOfBoundsError
+from svod.runtime import parts
+from svod.runtime.parts import SPARE_RUNS, PartsProgram
+
+SIZE = 1000
+
+
+@svod.kernel
+def _sum_first(out, x, n):  # type: ignore[no-untyped-def]
+    acc = 0.0
+    for i in range(n):  # x[i] past x's end for n > len(x): a checked read
+        acc += x[i]
+    out[0] = acc
+
+
+def _program(device: Device) -> PartsProgram:
+    x, out = np.zeros(SIZE, np.float32), np.zeros(1, np.float32)
+    program = svod.compile(_sum_first.bind(out, x, 1, device=device).ast, device).program
+    assert isinstance(program, PartsProgram)
+    return program
+
+
+def _call(device: Device, n: int) -> float | str:
+    """``_sum_first`` of the first ``n`` of 0, 1, ... (exact in float32), or that it read out of bounds."""
+    x, out = np.arange(SIZE, dtype=np.float32), np.full(1, np.nan, np.float32)
+    try:
+        _sum_first(out, x, n, device=device)
+    except IndexOutOfBoundsError as err:
+        assert "_sum_first" in str(err) and SIZE <= err.index < n  # type: ignore[operator]
+        return "out of bounds"
+    return float(out[0])
+
+
+def _expected(n: int) -> float | str:
+    return "out of bounds" if n > SIZE else float(np.arange(n, dtype=np.float32).sum())
+
+
+@pytest.mark.parametrize("order", [(1, 7, SIZE, SIZE + 1, 997, 2 * SIZE, 0, SIZE), (SIZE + 1, 1, SIZE + 3, 2)])
+def test_a_call_that_fails_leaves_nothing_for_the_next(device, order):
+    assert [_call(device, n) for n in order] == [_expected(n) for n in order]
+
+
+def test_calls_from_threads_at_once_each_run_in_memory_of_their_own(compiled_device):
+    program = _program(compiled_device)
+    sizes = [n for k in range(60) for n in (k * 17 % (SIZE + 1), SIZE + 1 + k)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda n: _call(compiled_device, n), sizes))
+    assert got == [_expected(n) for n in sizes]
+    assert 1 <= len(program._spares) <= SPARE_RUNS
+
+
+def test_own_buffers_larger_than_a_spare_are_freed_after_each_call(compiled_device, monkeypatch):
+    program = _program(compiled_device)
+    program._spares.clear()
+    monkeypatch.setattr(parts, "SPARE_BYTES", 0)
+    assert [_call(compiled_device, n) for n in (5, SIZE + 2, 9)] == [_expected(n) for n in (5, SIZE + 2, 9)]
+    assert program._spares == []
