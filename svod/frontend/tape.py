@@ -97,11 +97,6 @@ def _bits(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-_CHUNK = 1 << 15
-"""The words ``_same`` compares at a time: their flags stay in the cache, where flags for a whole large array would
-be written to memory and read back."""
-
-
 def _words(array: np.ndarray) -> np.ndarray:
     """A C-contiguous array's bytes as one row of 8-byte words (of bytes, where their count is no multiple of 8)."""
     flat = array.reshape(-1).view(np.uint8)
@@ -114,13 +109,14 @@ in the cache take less time than computing the digest twice."""
 
 
 def _same(kept: np.ndarray | Digest, array: np.ndarray) -> bool:
-    """Whether ``array`` holds the values ``kept`` holds: a copy of it, bit for bit, or its digest."""
+    """Whether ``array`` holds the values ``kept`` holds: a copy of it, bit for bit, or its digest. A copy is
+    smaller than ``DIGESTED_BYTES``, so one comparison of all its words keeps its flags in the cache (at 2 MB, 110 us
+    where eight comparisons of a chunk each took 179)."""
     if isinstance(kept, Digest):
         return digest(array) == kept
     if kept.dtype == array.dtype and kept.shape == array.shape and kept.flags.c_contiguous \
             and array.flags.c_contiguous:
-        left, right = _words(kept), _words(array)
-        return all(np.array_equal(left[at:at + _CHUNK], right[at:at + _CHUNK]) for at in range(0, left.size, _CHUNK))
+        return bool(np.array_equal(_words(kept), _words(array)))
     return bool(np.array_equal(_bits(kept), _bits(array)))
 
 
