@@ -20,7 +20,7 @@ import numpy as np
 
 from svod.codegen import status_slots
 from svod.device import Allocator, HostArguments, LaunchShape, Program, ProgramBase
-from svod.device.allocator import HostMemory
+from svod.device.allocator import HostMemory, serves_host_memory
 from svod.device.launch import evaluate
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, RequirementError
@@ -85,11 +85,10 @@ class OwnMemory:
         self.handles: dict[int, Any] = {}
         self.addresses: dict[int, Any] = {}
         self.records: tuple[tuple[np.ndarray, bytes], ...] | None = None
+        self.total = 0
+        self.bound: list[tuple[Part, Any, tuple[tuple[int, int], ...] | None]] | None = None
+        """Each part's launch bound to these buffers, where a call binds them (``PartsProgram.launches``)."""
         self.grow(nbytes)
-
-    @property
-    def total(self) -> int:
-        return sum(self.nbytes.values())
 
     def grow(self, wanted: Mapping[int, int]) -> frozenset[int]:
         """Buffers at least as large as ``wanted`` says, allocating anew those smaller: the slots allocated."""
@@ -107,6 +106,8 @@ class OwnMemory:
         views = [(handle.array[:self.nbytes[slot]], bytes(self.nbytes[slot])) for slot in self.own.records
                  if isinstance(handle := self.handles.get(slot), HostMemory)]
         self.records = tuple(views) if len(views) == len(self.own.records) else None
+        self.total = sum(self.nbytes.values())
+        self.bound = None
         return grown
 
     def recorded(self) -> bool:
@@ -119,6 +120,7 @@ class OwnMemory:
         self.handles.clear()
         self.nbytes.clear()
         self.addresses.clear()
+        self.total, self.bound = 0, None
 
 
 def _free_spares(spares: list[OwnMemory]) -> None:
@@ -141,6 +143,8 @@ class PartsProgram(ProgramBase):
         self.allocator = allocator
         self.sizes = dict(sizes)
         self.const_nbytes = None if own.sized else {slot: int(size.arg) for slot, size in own.sizes.items()}
+        self.host = serves_host_memory(allocator)
+        """Whether a buffer is its host address, so that a part's launch may be bound before a call's are known."""
         self._spares: list[OwnMemory] = []
         weakref.finalize(self, _free_spares, self._spares)
 
@@ -149,11 +153,17 @@ class PartsProgram(ProgramBase):
         values = dict(zip(self.var_names, vals, strict=True))
         memory = self._take(values)
         try:
-            table = dict(zip(self.user_slots, buffers, strict=True)) | memory.addresses
-            for part in self.parts:
+            for part, launch, users in self.launches(memory):
                 dims = part.launch.dims(values)
-                part.program.execute([table[s] for s in part.slots], [values[n] for n in part.var_names],
-                                     dims.global_size, dims.local_size)
+                if users is None:
+                    table = dict(zip(self.user_slots, buffers, strict=True)) | memory.addresses
+                    part.program.execute([table[s] for s in part.slots], [values[n] for n in part.var_names],
+                                         dims.global_size, dims.local_size)
+                    continue
+                addresses = launch.buffer_addresses
+                for index, position in users:
+                    addresses[index] = buffers[position]
+                launch([values[n] for n in part.var_names], dims.global_size, dims.local_size)
         except BaseException:
             memory.free()  # a run stopped before its check may leave a record set
             raise
@@ -163,6 +173,22 @@ class PartsProgram(ProgramBase):
         finally:  # the check clears every record it reads
             self._give(memory)
 
+    def launches(self, memory: OwnMemory) -> list[tuple[Part, Any, tuple[tuple[int, int], ...] | None]]:
+        """Each part with its launch bound to ``memory`` once, and where in that launch's arguments each of the
+        user's buffers goes (index, the buffer's position in a call's): a call writes its buffers' addresses
+        there, where making a part's argument arrays anew took longer than its run. None in place of those
+        where a launch keeps its arguments elsewhere, or the device's buffers are not host memory (the call then
+        runs the part's program)."""
+        if memory.bound is None:
+            positions = {slot: position for position, slot in enumerate(self.user_slots)}
+            memory.bound = []
+            for part in self.parts:
+                launch = part.program.bind([memory.addresses.get(slot, 0) for slot in part.slots]) \
+                    if self.host else None
+                users = tuple((index, positions[slot]) for index, slot in enumerate(part.slots) if slot in positions)
+                memory.bound.append((part, launch, users if isinstance(launch, HostArguments) else None))
+        return memory.bound
+
     def _take(self, values: Mapping[str, int]) -> OwnMemory:
         """Own buffers for a run with ``values``: a spare set grown to fit, else a new one."""
         nbytes = self.own.nbytes(values) if self.const_nbytes is None else self.const_nbytes
@@ -170,7 +196,8 @@ class PartsProgram(ProgramBase):
             memory = self._spares.pop()  # atomic: threads calling at once each take their own
         except IndexError:
             return OwnMemory(self.own, self.allocator, nbytes)
-        memory.grow(nbytes)
+        if self.const_nbytes is None:  # (a spare of constant sizes fits)
+            memory.grow(nbytes)
         return memory
 
     def _give(self, memory: OwnMemory) -> None:

@@ -68,3 +68,30 @@ def test_own_buffers_larger_than_a_spare_are_freed_after_each_call(compiled_devi
     monkeypatch.setattr(parts, "SPARE_BYTES", 0)
     assert [_call(compiled_device, n) for n in (5, SIZE + 2, 9)] == [_expected(n) for n in (5, SIZE + 2, 9)]
     assert program._spares == []
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["allocated per call", "kept and grown"])
+def test_a_packed_matmul_of_variable_sizes_has_a_copy_as_large_as_each_call_needs(compiled_device, monkeypatch,
+                                                                                   kept):
+    """``b`` packed into a buffer of the kernel's own as large as each call's sizes ask: past ``SPARE_BYTES``,
+    allocated for the call; where kept, a call that needs more than the one before allocates it anew and points
+    its parts there."""
+    if not compiled_device.name.startswith("CPU"):
+        pytest.skip("the packed form is a CPU's (blocked for its L2)")
+    if kept:
+        monkeypatch.setattr(parts, "SPARE_BYTES", 1 << 30)
+    k = svod.KernelBuilder("mm_of_sizes")
+    depth, m, n = k.var("k", 0, 4096), k.var("m", 1, 4096), k.var("n", 1, 4096)
+    out, a, b = (k.buffer(svod.dtypes.float32, shape) for shape in ((m, n), (depth, m), (depth, n)))
+    i, j, r = k.range(m), k.range(n), k.range(depth, svod.AxisKind.REDUCE)
+    k.store(out[i, j], (a[r, i] * b[r, j]).reduce(r))
+    ast = k.build()
+    rng = np.random.default_rng(3)
+    for depth_, rows, columns in ((1024, 300, 512), (1100, 301, 700), (3, 5, 7), (1100, 299, 699)):
+        x = rng.standard_normal((depth_, rows)).astype(np.float32)
+        y = rng.standard_normal((depth_, columns)).astype(np.float32)
+        got = np.full((rows, columns), np.nan, np.float32)
+        svod.run(ast, [got, x, y], device=compiled_device, k=depth_, m=rows, n=columns)
+        want = (x.astype(np.float64).T @ y.astype(np.float64)).astype(np.float32)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert isinstance(svod.compile(ast, compiled_device).program, PartsProgram)
