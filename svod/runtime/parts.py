@@ -95,14 +95,21 @@ class OwnMemory:
         grown = frozenset(slot for slot, size in wanted.items() if size > self.nbytes.get(slot, -1))
         if not grown:
             return grown
-        for slot in grown & self.handles.keys():
-            self.allocator.free(self.handles.pop(slot), self.nbytes[slot])
-        for slot in sorted(grown):
-            self.handles[slot] = self.allocator.allocate(wanted[slot])
-            self.nbytes[slot] = wanted[slot]
-            self.addresses[slot] = self.allocator.address(self.handles[slot])
-            if slot in self.own.records:
-                self.allocator.copyin(self.handles[slot], memoryview(bytes(wanted[slot])))
+        made: dict[int, Any] = {}
+        try:  # every new buffer first: one that cannot be had leaves the old ones, which the launches point at
+            for slot in sorted(grown):
+                made[slot] = self.allocator.allocate(wanted[slot])
+                if slot in self.own.records:
+                    self.allocator.copyin(made[slot], memoryview(bytes(wanted[slot])))
+        except BaseException:
+            for slot, handle in made.items():
+                self.allocator.free(handle, wanted[slot])
+            raise
+        for slot, handle in made.items():
+            if slot in self.handles:
+                self.allocator.free(self.handles[slot], self.nbytes[slot])
+            self.handles[slot], self.nbytes[slot] = handle, wanted[slot]
+            self.addresses[slot] = self.allocator.address(handle)
         views = [(handle.array[:self.nbytes[slot]], bytes(self.nbytes[slot])) for slot in self.own.records
                  if isinstance(handle := self.handles.get(slot), HostMemory)]
         self.records = tuple(views) if len(views) == len(self.own.records) else None
@@ -170,8 +177,13 @@ class PartsProgram(ProgramBase):
         try:
             if memory.recorded():
                 self.check(memory.handles, values)
-        finally:  # the check clears every record it reads
-            self._give(memory)
+        except (IndexOutOfBoundsError, RequirementError):
+            self._give(memory)  # the check read, and cleared, every record before raising
+            raise
+        except BaseException:
+            memory.free()  # a check stopped part way (an interrupt) may leave a record set
+            raise
+        self._give(memory)
 
     def launches(self, memory: OwnMemory) -> list[tuple[Part, Any, tuple[tuple[int, int], ...] | None]]:
         """Each part with its launch bound to ``memory`` once, and where in that launch's arguments each of the
@@ -197,7 +209,11 @@ class PartsProgram(ProgramBase):
         except IndexError:
             return OwnMemory(self.own, self.allocator, nbytes)
         if self.const_nbytes is None:  # (a spare of constant sizes fits)
-            memory.grow(nbytes)
+            try:
+                memory.grow(nbytes)
+            except BaseException:
+                memory.free()  # (a device's memory is not returned by the collector)
+                raise
         return memory
 
     def _give(self, memory: OwnMemory) -> None:
