@@ -11,11 +11,9 @@ import pytest
 
 import svod
 from svod.device import Device
-from svod.errors import IndexOutOfBoundsError, SvodError
+from svod.errors import IndexOutOfBoundsError
 from svod.runtime import parts
 from svod.runtime.parts import SPARE_RUNS, PartsProgram
-from svod.runtime.plan import ExecutionPlan
-from tests.helpers import cpu_device
 
 SIZE = 1000
 
@@ -114,50 +112,3 @@ def test_a_check_an_interrupt_stops_leaves_its_records_to_no_later_call(monkeypa
     with pytest.raises(KeyboardInterrupt):
         _call(device, SIZE + 2)
     assert [_call(device, n) for n in (3, SIZE, SIZE + 1, 4)] == [_expected(n) for n in (3, SIZE, SIZE + 1, 4)]
-
-
-def test_an_own_buffer_that_cannot_grow_leaves_the_plan_pointed_at_the_one_it_has(monkeypatch):
-    """A plan's packed matmul of variable sizes whose larger copy cannot be allocated: the run is refused, and
-    the launch keeps the copy it had, not a freed block another buffer may be given (which a later run of the
-    size it had would write into)."""
-    most_m, most_n, most_depth = 600, 1024, 160
-    k = svod.KernelBuilder("mm_of_sizes")
-    m, n, depth = k.var("m", 0, most_m), k.var("n", 1, most_n), k.var("depth", 0, most_depth)
-    out = k.buffer(svod.dtypes.float64, most_m * most_n)
-    a, b = k.buffer(svod.dtypes.float64, most_m * most_depth), k.buffer(svod.dtypes.float64, most_depth * most_n)
-    i, j, r = k.range(m), k.range(n), k.range(depth, svod.AxisKind.REDUCE)
-    k.store(out[i * n + j], (a[i * depth + r] * b[r * n + j]).reduce(r))
-    device = cpu_device(2, "llvm")
-    plan = ExecutionPlan(device)
-    ids = [plan.add_buffer(svod.Buffer(device, svod.dtypes.float64, size))
-           for size in (most_m * most_n, most_m * most_depth, most_depth * most_n)]
-    plan.add_kernel(k.build(), ids)
-    plan.prepare()
-    rng = np.random.default_rng(5)
-
-    def run(rows: int, columns: int, turns: int) -> None:
-        x, y = rng.standard_normal((rows, turns)), rng.standard_normal((turns, columns))
-        plan.buffers[ids[1]].copyin(np.resize(x.ravel(), most_m * most_depth))
-        plan.buffers[ids[2]].copyin(np.resize(y.ravel(), most_depth * most_n))
-        plan.execute(m=rows, n=columns, depth=turns)
-        got = plan.buffers[ids[0]].numpy()[:rows * columns].reshape(rows, columns)
-        np.testing.assert_allclose(got, x @ y, rtol=1e-12, atol=1e-12)
-
-    run(512, 1000, 140)
-    memory = plan.prepared_kernels[0].launch.memory
-    had = dict(memory.nbytes)
-    allocate = type(device.allocator)._alloc
-
-    def refused(self, nbytes):  # the device out of memory, once
-        monkeypatch.setattr(type(device.allocator), "_alloc", allocate)
-        raise SvodError("out of memory", stage="buffer", value=nbytes)
-
-    monkeypatch.setattr(type(device.allocator), "_alloc", refused)
-    with pytest.raises(SvodError, match="out of memory"):
-        run(512, 1024, 160)
-    assert memory.nbytes == had
-    other = device.allocator.allocate(had[3])  # the pool's block of that size, were the launch's freed
-    other.array[:] = 0x5A
-    run(512, 1000, 140)
-    assert (other.array == 0x5A).all()
-    run(512, 1024, 160)

@@ -119,35 +119,73 @@ def test_replays_with_changing_sizes():
         assert plan.prepared_kernels[0].vals[plan.prepared_kernels[0].kernel.var_names.index("n")] == n
 
 
-def test_a_matmul_packing_b_into_a_buffer_of_its_own_sizes_it_for_each_replay():
-    """A matmul of variable sizes copies ``b`` into a buffer of its own as large as the launch's sizes ask: a
-    prepared plan allocates it on the first run that packs (``b`` of 1.1 MB, larger than a block on any host)
-    and again when a run needs more (the native replay leaves such a step to Python), and every run is
-    ``a @ b``, packed or not."""
-    most_m, most_n, most_depth = 600, 1024, 160
-    k = KernelBuilder("mm_of_sizes")
-    m, n, depth = k.var("m", 0, most_m), k.var("n", 1, most_n), k.var("depth", 0, most_depth)
-    out = k.buffer(dtypes.float64, most_m * most_n)
-    a, b = k.buffer(dtypes.float64, most_m * most_depth), k.buffer(dtypes.float64, most_depth * most_n)
-    i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
-    k.store(out[i * n + j], (a[i * depth + r] * b[r * n + j]).reduce(r))
-    device = cpu_device(2, "llvm")
-    plan = ExecutionPlan(device)
-    ids = [plan.add_buffer(svod.Buffer(device, dtypes.float64, size))
-           for size in (most_m * most_n, most_m * most_depth, most_depth * most_n)]
-    plan.add_kernel(k.build(), ids)
-    plan.prepare()
-    assert [part.program.name for part in plan.prepared_kernels[0].launch.program.parts] == [
-        "mm_of_sizes_pack", "mm_of_sizes_packed", "mm_of_sizes"]
-    rng = np.random.default_rng(5)
-    for rows, columns, turns in ((512, 64, 32), (520, 1000, 140), (3, 7, 5), (512, 1024, 160), (600, 1000, 40)):
-        x, y = rng.standard_normal((rows, turns)), rng.standard_normal((turns, columns))
-        plan.buffers[ids[1]].copyin(np.resize(x.ravel(), most_m * most_depth))
-        plan.buffers[ids[2]].copyin(np.resize(y.ravel(), most_depth * most_n))
-        plan.execute(m=rows, n=columns, depth=turns)
-        got = plan.buffers[ids[0]].numpy()[:rows * columns].reshape(rows, columns)
+MOST_M, MOST_N, MOST_DEPTH = 600, 1024, 160
+
+
+class PackingPlan:
+    """A plan of one matmul of variable sizes, up to ``MOST_*``, that packs ``b`` into a buffer of its own as large as
+    a run's sizes ask (``b`` of 1.1 MB at the most, larger than a block on any host)."""
+
+    def __init__(self) -> None:
+        k = KernelBuilder("mm_of_sizes")
+        m, n, depth = k.var("m", 0, MOST_M), k.var("n", 1, MOST_N), k.var("depth", 0, MOST_DEPTH)
+        out = k.buffer(dtypes.float64, MOST_M * MOST_N)
+        a, b = k.buffer(dtypes.float64, MOST_M * MOST_DEPTH), k.buffer(dtypes.float64, MOST_DEPTH * MOST_N)
+        i, j, r = k.range(m), k.range(n), k.range(depth, AxisKind.REDUCE)
+        k.store(out[i * n + j], (a[i * depth + r] * b[r * n + j]).reduce(r))
+        self.device = cpu_device(2, "llvm")
+        self.plan = ExecutionPlan(self.device)
+        self.ids = [self.plan.add_buffer(svod.Buffer(self.device, dtypes.float64, size))
+                    for size in (MOST_M * MOST_N, MOST_M * MOST_DEPTH, MOST_DEPTH * MOST_N)]
+        self.plan.add_kernel(k.build(), self.ids)
+        self.plan.prepare()
+        self.rng = np.random.default_rng(5)
+
+    def run(self, rows: int, columns: int, turns: int) -> None:
+        """A run of the plan on new operands of these sizes, checked against numpy's ``a @ b``."""
+        x, y = self.rng.standard_normal((rows, turns)), self.rng.standard_normal((turns, columns))
+        self.plan.buffers[self.ids[1]].copyin(np.resize(x.ravel(), MOST_M * MOST_DEPTH))
+        self.plan.buffers[self.ids[2]].copyin(np.resize(y.ravel(), MOST_DEPTH * MOST_N))
+        self.plan.execute(m=rows, n=columns, depth=turns)
+        got = self.plan.buffers[self.ids[0]].numpy()[:rows * columns].reshape(rows, columns)
         np.testing.assert_allclose(got, x @ y, rtol=1e-12, atol=1e-12)
-    assert plan.prepared_kernels[0].launch.memory.nbytes == {3: 160 * 1032 * 8}  # the largest copy; all proven
+
+
+def test_a_matmul_packing_b_into_a_buffer_of_its_own_sizes_it_for_each_replay():
+    """The plan allocates the copy on the first run that packs and again when a run needs more (the native
+    replay leaves such a step to Python), and every run is ``a @ b``, packed or not."""
+    packing = PackingPlan()
+    launch = packing.plan.prepared_kernels[0].launch
+    assert [part.program.name for part in launch.program.parts] == [
+        "mm_of_sizes_pack", "mm_of_sizes_packed", "mm_of_sizes"]
+    for sizes in ((512, 64, 32), (520, 1000, 140), (3, 7, 5), (512, 1024, 160), (600, 1000, 40)):
+        packing.run(*sizes)
+    assert launch.memory.nbytes == {3: 160 * 1032 * 8}  # the largest copy; no status: all proven
+
+
+def test_an_own_buffer_that_cannot_grow_leaves_the_plan_pointed_at_the_one_it_has(monkeypatch):
+    """A larger copy that cannot be allocated: the run is refused, and the launch keeps the copy it had, not a
+    freed block the pool may give another buffer (which a later run of the size it had would write into)."""
+    packing = PackingPlan()
+    packing.run(512, 1000, 140)
+    memory = packing.plan.prepared_kernels[0].launch.memory
+    had = dict(memory.nbytes)
+    allocator = type(packing.device.allocator)
+    allocate = allocator._alloc
+
+    def refused(self, nbytes):  # the device out of memory, once
+        monkeypatch.setattr(allocator, "_alloc", allocate)
+        raise SvodError("out of memory", stage="buffer", value=nbytes)
+
+    monkeypatch.setattr(allocator, "_alloc", refused)
+    with pytest.raises(SvodError, match="out of memory"):
+        packing.run(512, 1024, 160)
+    assert memory.nbytes == had
+    other = packing.device.allocator.allocate(had[3])  # the pool's block of that size, were the launch's freed
+    other.array[:] = 0x5A
+    packing.run(512, 1000, 140)
+    assert (other.array == 0x5A).all()
+    packing.run(512, 1024, 160)
 
 
 def test_fixed_vars_refuse_a_new_value():
