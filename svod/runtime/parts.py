@@ -121,6 +121,12 @@ class OwnMemory:
         """Whether the last run may have recorded a failure (where the records are not host memory, it may)."""
         return self.records is None or any(view.tobytes() != zeros for view, zeros in self.records)
 
+    def clear_records(self) -> None:
+        """Zero every record buffer: a check an interrupt stopped may have left one set."""
+        for slot in self.own.records:
+            if slot in self.handles:
+                self.allocator.copyin(self.handles[slot], memoryview(bytes(self.nbytes[slot])))
+
     def free(self) -> None:
         for slot, handle in self.handles.items():
             self.allocator.free(handle, self.nbytes[slot])
@@ -318,5 +324,12 @@ class PartsLaunch:
         return self.memory.recorded()
 
     def check(self) -> None:
-        if self.memory.recorded():
+        if not self.memory.recorded():
+            return
+        try:
             self.program.check(self.memory.handles, self.values)
+        except (IndexOutOfBoundsError, RequirementError):
+            raise  # (read, and cleared, every record first)
+        except BaseException:
+            self.memory.clear_records()  # the plan's next run must not raise what this one recorded
+            raise

@@ -112,3 +112,28 @@ def test_a_check_an_interrupt_stops_leaves_its_records_to_no_later_call(monkeypa
     with pytest.raises(KeyboardInterrupt):
         _call(device, SIZE + 2)
     assert [_call(device, n) for n in (3, SIZE, SIZE + 1, 4)] == [_expected(n) for n in (3, SIZE, SIZE + 1, 4)]
+
+
+@svod.jit
+def _sum_first_of(x, n):  # type: ignore[no-untyped-def]
+    acc = 0.0
+    for i in range(n):
+        acc += x[i]
+    return acc
+
+
+def test_a_plans_check_an_interrupt_stops_leaves_its_records_to_no_later_run(monkeypatch):
+    """The same of a jit function's plan, whose launch keeps its own buffers from run to run."""
+    x = np.arange(SIZE, dtype=np.float64)
+    assert _sum_first_of(x, 3) == 3.0
+    with pytest.raises(IndexOutOfBoundsError):
+        _sum_first_of(x, SIZE + 1)
+
+    def interrupted(self, handles, values):
+        monkeypatch.undo()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PartsProgram, "check", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _sum_first_of(x, SIZE + 2)
+    assert _sum_first_of(x, 4) == 6.0 and _sum_first_of(x, SIZE) == float(x.sum())
