@@ -165,11 +165,13 @@ class PartsProgram(ProgramBase):
                 local_size: tuple[int, int, int] | None = None) -> None:
         values = dict(zip(self.var_names, vals, strict=True))
         memory = self._take(values)
+        table: dict[int, Any] | None = None  # every buffer by slot, for parts whose launch is not bound
         try:
             for part, launch, users in self.launches(memory):
                 dims = part.launch.dims(values)
                 if users is None:
-                    table = dict(zip(self.user_slots, buffers, strict=True)) | memory.addresses
+                    if table is None:
+                        table = dict(zip(self.user_slots, buffers, strict=True)) | memory.addresses
                     part.program.execute([table[s] for s in part.slots], [values[n] for n in part.var_names],
                                          dims.global_size, dims.local_size)
                     continue
