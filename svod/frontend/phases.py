@@ -22,7 +22,7 @@ from svod.frontend import pylang
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
 from svod.frontend.linalg import COMPOSED, FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import call, code, placed, stands_for
+from svod.frontend.nodes import call, code, copied, placed, stands_for, walk
 from svod.frontend.source import Source, refusal
 from svod.frontend.temporaries import Temporary, allocation_kind
 from svod.frontend.values import RandomFunction
@@ -276,7 +276,7 @@ class Reader:
         refused = _REFUSED.get(type(stmt))
         if refused is not None:
             raise self.refuse(stmt, refused)
-        attribute = next((n for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)),
+        attribute = next((n for n in walk(stmt) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)),
                          None)
         if attribute is not None:  # its phase would store no element and no name, and be dropped
             raise self.refuse(attribute, f"assigning to an attribute ({attribute.attr}) is not supported in a jitted "
@@ -315,7 +315,7 @@ class Reader:
             if not isinstance(stmt.test, ast.Name):
                 raise self.refuse(stmt, "internal: a while loop around phases tests a flag")  # Flow makes it one
             return [Repeat(stmt.test.id, self.items(stmt.body), stmt)]
-        if any(isinstance(node, ast.Call) and self.allocation(node) is not None for node in ast.walk(stmt)):
+        if any(isinstance(node, ast.Call) and self.allocation(node) is not None for node in walk(stmt)):
             raise self.refuse(stmt, "a temporary array is made by a statement of its own at the top of a jitted "
                           "function or of a loop around phases (`tmp = np.zeros(n)`)")
         return [Phase([stmt])]
@@ -479,7 +479,7 @@ class Reader:
             return set()
         reduced: set[str] = set()
         assigned: set[str] = set()
-        for inner in ast.walk(stmt):
+        for inner in walk(stmt):
             if isinstance(inner, ast.AugAssign) and isinstance(inner.target, ast.Name) \
                     and isinstance(inner.op, (ast.Add, ast.Sub, ast.Mult)):
                 reduced.add(inner.target.id)
@@ -498,7 +498,7 @@ class Reader:
         splits over threads in a fixed order). One that draws random numbers is refused: its draws would be the
         serial code's, not its work items' (``svod.random``), and differ from plain Python's."""
         reader = self
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Call) and _random(self.resolve(node.func)):
                 raise self.refuse(node, "a svod.prange that reduces a scalar runs as a sequential loop in a jitted "
                                         "function, and draws made in it would not be its work items' (svod.random): "
@@ -549,7 +549,7 @@ class Reader:
     def pure(self, node: ast.expr) -> bool:
         """Whether ``node`` computes a scalar from sizes and scalars alone (no array element, no call but
         ``len``, ``min``, ``max``, ``abs``, ``int``, ``float``, ``round``)."""
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Subscript) and not (isinstance(inner.value, ast.Attribute)
                                                          and inner.value.attr == "shape"):
                 return False
@@ -614,7 +614,7 @@ def in_order(reader: Reader, stmt: ast.For) -> ast.For:
     """``stmt``; or, where it is a ``prange`` loop whose body holds a plan step no work item runs (``linalg_call``,
     ``sorting_call``), the ``range`` loop Python runs it as: its turns in order, each step over every thread
     (numba runs such turns at once, an array ``+=`` in them a reduction; in order, the sums are Python's)."""
-    inner = [s for s in ast.walk(stmt) if isinstance(s, ast.stmt)]
+    inner = [s for s in walk(stmt) if isinstance(s, ast.stmt)]
     if not reader.is_prange(stmt) or not any(linalg_call(reader, s) or sorting_call(reader, s) for s in inner):
         return stmt
     turns = stmt.iter
@@ -687,7 +687,7 @@ def _parameters(function: ast.FunctionDef) -> list[str]:
 
 
 def _copy(node: ast.stmt) -> ast.stmt:
-    return copy.deepcopy(node)
+    return copied(node)
 
 
 def _nodes(item: Item) -> list[ast.AST]:
@@ -771,8 +771,9 @@ def carried(structure: Structure, reader: Reader) -> set[str]:
             made[position] = set(item.targets)
     found: set[str] = set()
     returned = set(structure.returns) | set(structure.lengths.values())
+    read = [needs(_nodes(item)) for item in items]
     for position, names in made.items():
-        others = returned.union(*(needs(_nodes(item)) for other, item in enumerate(items) if other != position))
+        others = returned.union(*(reads for other, reads in enumerate(read) if other != position))
         found |= names & others
     phases_make = set().union(*(names for position, names in made.items()
                                 if isinstance(items[position], (Phase, Ordering, Factoring))))
@@ -789,4 +790,4 @@ def stores_elements(nodes: Iterable[ast.AST], reader: Reader) -> bool:
     return any((isinstance(inner, ast.Subscript) and isinstance(inner.ctx, ast.Store))
                or (isinstance(inner, ast.Call) and reader.resolve(inner.func) in atomics)
                or (isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call))
-               for node in nodes for inner in ast.walk(node))
+               for node in nodes for inner in walk(node))
