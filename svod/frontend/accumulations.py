@@ -27,13 +27,12 @@ terms, and whether a sum of finite terms overflows, follow the reassociated orde
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from svod.dtype import DType
-from svod.frontend.nodes import holds_call
+from svod.frontend.nodes import copied, holds_call, statements_in, walk
 
 __all__ = ["Held", "element_uses", "fused", "held", "interchanged", "mentions", "names", "rebinds_only",
            "stored_arrays"]
@@ -66,17 +65,17 @@ class Held(ast.Assign):
 
 def names(*nodes: ast.AST) -> set[str]:
     """Every name that ``nodes`` use or bind."""
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for node in nodes for n in walk(node) if isinstance(n, ast.Name)}
 
 
 def assigned(region: Sequence[ast.stmt]) -> set[str]:
     """The names ``region`` binds: assignments' and loops' targets."""
-    return {n.id for stmt in region for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {n.id for stmt in region for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def mentions(name: str, *nodes: ast.AST) -> int:
     """How many times ``nodes`` name ``name``."""
-    return sum(isinstance(n, ast.Name) and n.id == name for node in nodes for n in ast.walk(node))
+    return sum(isinstance(n, ast.Name) and n.id == name for node in nodes for n in walk(node))
 
 
 def rebinds_only(stmt: ast.stmt, name: str) -> bool:
@@ -95,7 +94,7 @@ def stored_arrays(region: Sequence[ast.stmt]) -> list[str]:
     """The names ``region`` stores elements of (``a[...] = v``, ``a[...] op= v``), in order of first store."""
     found: dict[str, None] = {}
     for stmt in region:
-        for node in ast.walk(stmt):
+        for node in statements_in(stmt):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                 if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for target in targets:
@@ -109,10 +108,10 @@ def stored_arrays(region: Sequence[ast.stmt]) -> list[str]:
 
 def element_uses(region: Sequence[ast.stmt], name: str) -> list[ast.Subscript] | None:
     """Every ``name[index]`` in ``region``; None where ``name`` is used otherwise (bare, an attribute, bound)."""
-    parents = {child: node for stmt in region for node in ast.walk(stmt) for child in ast.iter_child_nodes(node)}
+    parents = {child: node for stmt in region for node in walk(stmt) for child in ast.iter_child_nodes(node)}
     uses = []
     for stmt in region:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Name) and node.id == name:
                 parent = parents.get(node)
                 if not (isinstance(parent, ast.Subscript) and parent.value is node):
@@ -125,26 +124,26 @@ def _one_index(region: Sequence[ast.stmt], name: str) -> ast.expr | None:
     """The one index every use of ``name`` in ``region`` reads or writes, where that index is names and numbers
     that ``region`` does not bind; None otherwise, or where ``region`` leaves its path or never uses ``name``."""
     if any(isinstance(node, LEAVING) or (isinstance(node, ast.For) and not _is_range(node))
-           for stmt in region for node in ast.walk(stmt)):
+           for stmt in region for node in walk(stmt)):
         return None  # a prange's work items would each hold the element
     uses = element_uses(region, name)
     if not uses or len({ast.dump(use.slice) for use in uses}) != 1:
         return None
     index = uses[0].slice
-    if not all(isinstance(node, INDEX_NODES) for node in ast.walk(index)) or names(index) & assigned(region):
+    if not all(isinstance(node, INDEX_NODES) for node in walk(index)) or names(index) & assigned(region):
         return None
     return index
 
 
 def _conditional(region: Sequence[ast.stmt], name: str) -> bool:
     """Whether ``name`` is used under a condition in ``region`` (an ``if``, a conditional expression, ``and``)."""
-    return any(isinstance(node, CONDITIONAL) and name in names(node) for stmt in region for node in ast.walk(stmt))
+    return any(isinstance(node, CONDITIONAL) and name in names(node) for stmt in region for node in walk(stmt))
 
 
 def _stores_only(region: Sequence[ast.stmt], name: str) -> bool:
     """Whether every store of ``name`` in ``region`` is a statement of one target."""
     for stmt in region:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Assign) and len(node.targets) > 1 and name in names(*node.targets):
                 return False
             if isinstance(node, ast.AnnAssign) and name in names(node.target):
@@ -175,7 +174,7 @@ def _turns(bounds: Sequence[ast.expr]) -> ast.expr | None:
     an element (its value may differ before the loop) or the step is not a constant."""
     if not 1 <= len(bounds) <= 3 or not all(isinstance(node, BOUND_NODES) and not (
             isinstance(node, ast.Subscript) and not isinstance(node.value, ast.Attribute))
-            for bound in bounds for node in ast.walk(bound)):
+            for bound in bounds for node in walk(bound)):
         return None
     start, stop = (ast.Constant(0), bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
     try:
@@ -185,13 +184,13 @@ def _turns(bounds: Sequence[ast.expr]) -> ast.expr | None:
     if type(step) is not int or step == 0:
         return None
     low, high = (start, stop) if step > 0 else (stop, start)
-    return ast.Compare(copy.deepcopy(high), [ast.Gt()], [copy.deepcopy(low)])
+    return ast.Compare(copied(high), [ast.Gt()], [copied(low)])
 
 
 def in_range_loop(region: Sequence[ast.stmt], name: str) -> bool:
     """Whether ``name`` is used inside a ``for ... in range(...)`` of ``region``."""
     return any(isinstance(node, ast.For) and _is_range(node) and name in names(*node.body)
-               for stmt in region for node in ast.walk(stmt))
+               for stmt in region for node in walk(stmt))
 
 
 def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list[ast.stmt] | None:
@@ -208,17 +207,17 @@ def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list
         return None
     local = f"{name}[{', '.join(ast.unparse(part) for part in parts)}]"
     holding = _Holding(name, local, dtype)
-    body: list[ast.stmt] = [holding.visit(copy.deepcopy(stmt)) for stmt in region]
+    body: list[ast.stmt] = [holding.visit(copied(stmt)) for stmt in region]
     first = region[0]
     written_first = isinstance(first, ast.Assign) and len(first.targets) == 1 \
         and isinstance(first.targets[0], ast.Subscript) and isinstance(first.targets[0].value, ast.Name) \
         and first.targets[0].value.id == name and name not in names(first.value)
-    element: ast.expr = ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Load())
-    after: ast.stmt = ast.Assign([ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ast.Store())],
+    element: ast.expr = ast.Subscript(ast.Name(name, ast.Load()), copied(index), ast.Load())
+    after: ast.stmt = ast.Assign([ast.Subscript(ast.Name(name, ast.Load()), copied(index), ast.Store())],
                                  ast.Name(local, ast.Load()))
     if touched:  # Python touches the element only where its loops turn: a sum of no terms does not
         when = functools.reduce(lambda a, b: ast.BinOp(a, ast.BitAnd(), b), touched)
-        element, after = ast.IfExp(when, element, ast.Constant(0)), ast.If(copy.deepcopy(when), [after], [])
+        element, after = ast.IfExp(when, element, ast.Constant(0)), ast.If(copied(when), [after], [])
     before = [] if written_first else [_at(ast.Assign([ast.Name(local, ast.Store())], element), first)]
     return [*before, *body, _at(after, region[-1])]
 
@@ -291,8 +290,8 @@ def _accumulated(stmt: ast.stmt) -> tuple[str, ast.expr, ast.expr] | None:
 
 
 def _loaded(target: ast.expr) -> ast.expr:
-    loaded = copy.deepcopy(target)
-    for node in ast.walk(loaded):
+    loaded = copied(target)
+    for node in walk(loaded):
         if hasattr(node, "ctx"):
             node.ctx = ast.Load()
     return loaded
@@ -347,15 +346,15 @@ def fused(first: ast.stmt, second: ast.stmt, pure: Callable[[ast.Call], bool]) -
     if first.target.id != second.target.id:  # the second's variable renamed as the first's, where it is free
         if first.target.id in names(second):
             return None
-        second = _Renaming(second.target.id, first.target.id).visit(copy.deepcopy(second))
+        second = _Renaming(second.target.id, first.target.id).visit(copied(second))
         assert isinstance(second, ast.For)
     j, both = first.target.id, [*first.body, *second.body]
-    if any(isinstance(node, LEAVING) for stmt in both for node in ast.walk(stmt)):
+    if any(isinstance(node, LEAVING) for stmt in both for node in walk(stmt)):
         return None
     if assigned(first.body) & names(*second.body) or assigned(second.body) & names(*first.body) \
             or names(first.iter) & assigned(both) or j in assigned(both):
         return None
-    if not all(pure(n) for stmt in both for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+    if not all(pure(n) for stmt in both for n in walk(stmt) if isinstance(n, ast.Call)):
         return None
     for array in stored_arrays(both):
         index = _one_index(both, array)

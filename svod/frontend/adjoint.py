@@ -60,6 +60,7 @@ from svod.frontend.adjoint_backward import ATOMIC_ADD, Backward
 from svod.frontend.adjoint_sums import Reduction, reduction_source, reorderable
 from svod.frontend.adjoint_text import Forward, Lines, Loop, indented, names_in
 from svod.frontend.derivatives import MATH
+from svod.frontend.nodes import walk
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 
@@ -326,7 +327,7 @@ class _Differentiator(Backward):
         text = "\n".join([f"def {name}({', '.join(parameters)}):", *lines.text])
         origin = [self.source.node.lineno, *lines.origin]
         node = ast.parse(text).body[0]
-        for part in ast.walk(node):
+        for part in walk(node):
             if isinstance(part, (ast.stmt, ast.expr)):
                 part.lineno = origin[part.lineno - 1]
                 part.end_lineno = part.lineno
@@ -366,7 +367,7 @@ def _count_stores(node: ast.AST, counts: dict[str, int], repeated: bool) -> None
         if isinstance(child, ast.Assign | ast.AugAssign | ast.AnnAssign):
             targets = child.targets if isinstance(child, ast.Assign) else [child.target]
             for target in targets:
-                for part in ast.walk(target):
+                for part in walk(target):
                     if isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name):
                         counts[part.value.id] = counts.get(part.value.id, 0) + (2 if repeated else 1)
         _count_stores(child, counts, repeated or isinstance(child, ast.While)
@@ -384,7 +385,7 @@ def _parallel(loop: ast.For) -> bool:
 def _stored(node: ast.AST) -> set[str]:
     """The arrays a kernel's source stores or adds into (atomically too)."""
     found = set()
-    for part in ast.walk(node):
+    for part in walk(node):
         target = part.value if isinstance(part, ast.Subscript) and isinstance(part.ctx, ast.Store) else \
             part.args[0] if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) \
             and part.func.id == ATOMIC_ADD and part.args else None

@@ -29,6 +29,7 @@ from svod.frontend.adjoint_text import (
     total,
     zeroed_then_read,
 )
+from svod.frontend.nodes import walk
 from svod.frontend.pykernel import Kernel
 
 ATOMIC_ADD = "_svod_atomic_add"
@@ -71,7 +72,7 @@ class Backward(WorkItem):
         kernel's own backward."""
 
     def grad_names(self) -> tuple[tuple[str, str], ...]:
-        taken = set(self.parameters) | {n.id for n in ast.walk(self.source.node) if isinstance(n, ast.Name)}
+        taken = set(self.parameters) | {n.id for n in walk(self.source.node) if isinstance(n, ast.Name)}
         grads = []
         for array in self.parameters:
             if array in self.floats and (array in self.reads or array in self.written):

@@ -35,6 +35,7 @@ from svod.frontend.adjoint_text import (
 )
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.derivatives import BINARY, BUILTINS, FUNCTIONS, HELPERS, UNARY, Rule, float_cast
+from svod.frontend.nodes import walk
 from svod.frontend.pykernel import Kernel
 from svod.frontend.values import NUMPY_MATH
 
@@ -239,7 +240,7 @@ class WorkItem:
     def arrays_stored(self, body: list[ast.stmt]) -> list[str]:
         """The arrays statements store into, atomically too."""
         arrays: list[str] = []
-        for node in (n for stmt in body for n in ast.walk(stmt)):
+        for node in (n for stmt in body for n in walk(stmt)):
             target = node.value if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) else \
                 node.args[0] if isinstance(node, ast.Call) and node.args and self.resolve(node.func) is \
                 pylang.atomic_add else None
@@ -396,11 +397,11 @@ class WorkItem:
     def opaque(self, node: ast.expr) -> str:
         """``node``'s source with the locals it names replaced by the forward's names for them: an index, a
         condition or another value without a derivative. Its reads count as the array's reads."""
-        for name in ast.walk(node):
+        for name in walk(node):
             if isinstance(name, ast.Name):
                 self.known(name)
         renamed = Renamer(self.env, self.held).visit(ast.parse(ast.unparse(node), mode="eval"))
-        for read in ast.walk(renamed):
+        for read in walk(renamed):
             if isinstance(read, ast.Subscript) and isinstance(read.value, ast.Name) \
                     and read.value.id in self.parameters:
                 if read.value.id in self.written:
@@ -423,7 +424,7 @@ class WorkItem:
 
     def array_reads(self, node: ast.expr) -> bool:
         return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.parameters
-                   for n in ast.walk(node))
+                   for n in walk(node))
 
 
 _INTEGERS = (int, bool, round, pylang.max_key, pylang.min_key)

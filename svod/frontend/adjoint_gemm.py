@@ -37,6 +37,7 @@ from svod.errors import GradientError
 from svod.frontend import pylang
 from svod.frontend.adjoint import Adjoint, adjoint
 from svod.frontend.adjoint_text import components
+from svod.frontend.nodes import walk
 from svod.frontend.pykernel import Kernel
 from svod.frontend.source import Source
 
@@ -101,7 +102,7 @@ def contraction(start: ast.stmt, loop: ast.stmt, outer: Sequence[str]) -> Contra
             or set(left.index) | set(right.index) != variables or total in (left.array, right.array):
         return None
     bound = loop.iter.args[0]
-    if {n.id for n in ast.walk(bound) if isinstance(n, ast.Name)} & {total, *variables}:
+    if {n.id for n in walk(bound) if isinstance(n, ast.Name)} & {total, *variables}:
         return None
     return Contraction(total, over, bound, left, right)
 

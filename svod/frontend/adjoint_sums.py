@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from svod.frontend.adjoint_text import Lines, Loop, Value, components, indented, integer, names_in
+from svod.frontend.nodes import walk
 
 Pattern = tuple[str | None, ...]
 """Per component of a read's index: the parallel loop's variable it is, or None for an integer constant."""
@@ -94,7 +95,7 @@ def reorderable(nest: list[ast.For]) -> bool:
     """Whether the parallel loops' bounds read none of their variables, so that any of them may run inside."""
     variables = {_variable(loop) for loop in nest}
     return not any(isinstance(name, ast.Name) and name.id in variables
-                   for loop in nest for name in ast.walk(loop.iter))
+                   for loop in nest for name in walk(loop.iter))
 
 
 def reduction_source(nest: list[ast.For], reduction: Reduction, grads: dict[str, str], body: Lines) -> Lines:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from svod.frontend.derivatives import Rule
+from svod.frontend.nodes import walk
 
 
 @dataclass
@@ -97,14 +98,14 @@ def flat(values: list[Value | Loop]) -> list[Value]:
 
 def assigned_names(body: list[ast.stmt]) -> list[str]:
     """The names statements assign, loops' variables too, in the order they come."""
-    names = [n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    names = [n.id for stmt in body for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
     return list(dict.fromkeys(names))
 
 
 def names_in(lines: Lines) -> tuple[set[str], set[str]]:
     """The names statements read, and those they assign."""
     tree = ast.parse("\n".join(text for text, _ in indented(lines, 0)))
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    found = [n for n in walk(tree) if isinstance(n, ast.Name)]
     return {n.id for n in found if isinstance(n.ctx, ast.Load)}, {n.id for n in found if isinstance(n.ctx, ast.Store)}
 
 

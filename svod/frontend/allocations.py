@@ -30,6 +30,7 @@ from svod.errors import KernelSyntaxError
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, Named, Value
 from svod.frontend.extents import Dim
+from svod.frontend.nodes import walk
 from svod.frontend.phases import Reader
 from svod.frontend.rebinding import Bindings
 from svod.frontend.source import Source
@@ -78,7 +79,7 @@ class Allocations:
         if self.work:
             return self.per_work_item(stmt, name, call)
         if any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in self.arrays
-               for n in ast.walk(call)):
+               for n in walk(call)):
             return [stmt]  # (a shape or fill an array's element gives) the plan says what it makes of it, there
         try:
             made = self.on_host(call, prototypes=True)
@@ -88,7 +89,7 @@ class Allocations:
             raise self.refuse(stmt, f"an array of {made.size} numbers written out: svod fills one of at most "
                                     f"{LITERAL_LIMIT} where it stands; pass a larger one as an argument")
         self.arrays[name] = Named(made.shape, made.dtype, name)
-        self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
+        self.read |= {n.id for n in walk(call) if isinstance(n, ast.Name)} & set(self.host)
         return [self.shape_written(stmt, call, made.shape)]
 
     def shape_written(self, stmt: ast.stmt, call: ast.Call, shape: tuple[int, ...]) -> ast.stmt:
@@ -97,7 +98,7 @@ class Allocations:
         not the views the rewriting names (the shape is the plan's: one is made per shape of the arguments)."""
         views = {n for n, v in self.arrays.items() if not (isinstance(v, Named) and v.name == n)}
         if self.reader.allocation(call) in _LIKE or not call.args or \
-                not any(isinstance(n, ast.Name) and n.id in views for n in ast.walk(call.args[0])):
+                not any(isinstance(n, ast.Name) and n.id in views for n in walk(call.args[0])):
             return stmt
         written = copy.copy(call)
         written.args = [ast.copy_location(ast.Tuple([ast.Constant(s) for s in shape], ast.Load()), call.args[0]),
@@ -123,7 +124,7 @@ class Allocations:
                                     "not an array: make the array, then assign into it")
         shape, dtype = self.made_shape(stmt, call, filled.sample if filled is not None else None)
         made = self.made_array(name, shape, dtype, stmt)
-        self.read |= {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & set(self.host)
+        self.read |= {n.id for n in walk(call) if isinstance(n, ast.Name)} & set(self.host)
         return [*self.allocation(stmt, made), *(self.loops(stmt, made, filled) if filled is not None else [])]
 
     def made_shape(self, stmt: ast.stmt, call: ast.Call, sample: Any) -> tuple[tuple[Dim, ...], np.dtype]:

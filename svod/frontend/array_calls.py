@@ -14,7 +14,6 @@ method of the ``ArrayCalls`` part of the statements' ``ArrayRewriter``.
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import math
 from abc import abstractmethod
@@ -43,7 +42,7 @@ from svod.frontend.array_exprs import (
 )
 from svod.frontend.array_lookups import Convolved, Interpolated, Searched
 from svod.frontend.extents import Dim, node_of
-from svod.frontend.nodes import call, constant, load
+from svod.frontend.nodes import call, constant, copied, load, walk
 from svod.frontend.temporaries import written_numbers
 
 CLASS_FUNCTIONS = ("isnan", "isinf", "isfinite", "signbit", "logical_not")
@@ -156,7 +155,7 @@ def _listed(node: ast.expr, kinds: tuple[type, ...] = (int,)) -> Expr | None:
     ``a[[0, 2]]``; ``np.array([0.25, 0.5, 0.25])``'s numbers), as the 1-D array NumPy makes of it; None for
     another node."""
     numbers = written_numbers(node, kinds)
-    if not numbers or len(numbers) > LISTED_LIMIT or any(isinstance(e, (ast.List, ast.Tuple)) for e in ast.walk(node)
+    if not numbers or len(numbers) > LISTED_LIMIT or any(isinstance(e, (ast.List, ast.Tuple)) for e in walk(node)
                                                          if e is not node):
         return None  # (of one dimension: a nest of lists is a temporary of its own, ``temporaries``)
     made = np.array(numbers).dtype
@@ -164,7 +163,7 @@ def _listed(node: ast.expr, kinds: tuple[type, ...] = (int,)) -> Expr | None:
     def element(i: ast.expr) -> ast.expr:
         chosen: ast.expr = typed(constant(numbers[-1]), made)
         for k in reversed(range(len(numbers) - 1)):
-            chosen = ast.IfExp(ast.Compare(copy.deepcopy(i), [ast.Eq()], [constant(k)]),
+            chosen = ast.IfExp(ast.Compare(copied(i), [ast.Eq()], [constant(k)]),
                                typed(constant(numbers[k]), made), chosen)
         return chosen
     return Counted((len(numbers),), made, element)

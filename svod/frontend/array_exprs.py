@@ -13,7 +13,6 @@ array of its own first (``Emitter.separated``).
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -26,7 +25,7 @@ import numpy as np
 from svod.frontend import pylang
 from svod.frontend.array_loops import guarded
 from svod.frontend.extents import Dim, elements, node_of, numbers
-from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
+from svod.frontend.nodes import assign, call, constant, copied, for_loop, load, store, subscript, walk
 
 # ---- lazy array expressions -------------------------------------------------------------------------------
 
@@ -79,7 +78,7 @@ class Emitter:
             return None
         if id(x) in self.separations:
             return self.separations[id(x)]
-        names = {n.id for i in index for n in ast.walk(i) if isinstance(n, ast.Name)}
+        names = {n.id for i in index for n in walk(i) if isinstance(n, ast.Name)}
         if self.everywhere:
             repeated = not {v for v, _ in self.stores} | self.reducing <= names
         else:
@@ -93,7 +92,7 @@ class Emitter:
         """A reduction of a fused array read inside a reduction that its element depends on would run again at
         every turn of that one (a matmul of a matmul): the fused array is made after all (``RepeatedWorkError``)."""
         if self.fused is not None and any(isinstance(n, ast.Name) and n.id in self.reducing
-                                          for i in index for n in ast.walk(i)):
+                                          for i in index for n in walk(i)):
             raise RepeatedWorkError(self.fused)
 
     def check_product(self, product: Expr, at: tuple[str, ...]) -> None:
@@ -173,7 +172,7 @@ class Scalar:
         number: no kernel must compute the array whose shape it reads."""
         return type(self.held) is int and isinstance(self.node, ast.Constant) and any(
             isinstance(n, ast.Attribute) and n.attr in SIZE_ATTRIBUTES and not isinstance(n.value, ast.Name)
-            for n in ast.walk(node))
+            for n in walk(node))
 
     @property
     def sample(self) -> Any:
@@ -187,7 +186,7 @@ class Scalar:
         ``sample``'s are."""
         recorded = SAMPLED.get()
         if recorded is not None and isinstance(self.held, (int, np.integer, np.bool_)):
-            recorded.update(n.id for n in ast.walk(self.node) if isinstance(n, ast.Name))
+            recorded.update(n.id for n in walk(self.node) if isinstance(n, ast.Name))
         return (self.held, *self.alternatives)
 
 
@@ -249,7 +248,7 @@ class Filled(Expr):
     fill: Value | int = 0
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        given = copy.deepcopy(self.fill.node) if isinstance(self.fill, Scalar) else constant(self.fill)
+        given = copied(self.fill.node) if isinstance(self.fill, Scalar) else constant(self.fill)
         return typed(given, self.dtype)
 
 
@@ -263,7 +262,7 @@ class Viewed(Expr):
     fixed: dict[int, ast.expr] = field(default_factory=dict)
 
     def element(self, index: Sequence[ast.expr], out: Emitter) -> ast.expr:
-        at = {axis: copy.deepcopy(fixed) for axis, fixed in self.fixed.items()}  # each statement its own nodes
+        at = {axis: copied(fixed) for axis, fixed in self.fixed.items()}  # each statement its own nodes
         for i, axis in zip(index, self.axes, strict=True):
             if axis is not None:
                 base_axis, start, step = axis
@@ -494,7 +493,7 @@ def is_one(length: Dim) -> bool:
 
 def broadcast_element(value: Value, shape: tuple[Dim, ...], index: Sequence[ast.expr], out: Emitter) -> ast.expr:
     if isinstance(value, Scalar):
-        return copy.deepcopy(value.node)  # each statement its own nodes, placed at its line
+        return copied(value.node)  # each statement its own nodes, placed at its line
     offset = len(shape) - len(value.shape)
     at = [index[offset + k] if not is_one(length) or is_one(shape[offset + k]) else constant(0)
           for k, length in enumerate(value.shape)]
@@ -631,7 +630,7 @@ def reads_apart(value: Expr, stored: Expr, base: str, repeats: bool = False) -> 
     out = Emitter(itertools.count())
     target = stored.element(index, out)
     element = broadcast_element(value, stored.shape, index, out)
-    reads = [n for node in [element, *out.statements] for n in ast.walk(node)
+    reads = [n for node in [element, *out.statements] for n in walk(node)
              if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == base]
     return any(repeats or (ast.dump(read) != ast.dump(target) and not _apart(read, target)) for read in reads)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Sequence
 
+from svod.frontend.nodes import walk
+
 READERS_RECOMPUTED = 3
 """The most statements after the one that would make an array that it may be computed again in."""
 
@@ -35,7 +37,7 @@ IN_PLACE_METHODS = frozenset({"sort", "fill", "partition", "put", "at", "resize"
 
 def cheap(value: ast.expr) -> bool:
     """Whether ``value`` is names and numbers under elementwise arithmetic (not ``@``, a product of its own)."""
-    return all(isinstance(node, CHEAP) and not isinstance(node, ast.MatMult) for node in ast.walk(value))
+    return all(isinstance(node, CHEAP) and not isinstance(node, ast.MatMult) for node in walk(value))
 
 
 def names_read(value: ast.expr, definition: Callable[[str], ast.expr | None]) -> set[str]:
@@ -44,7 +46,7 @@ def names_read(value: ast.expr, definition: Callable[[str], ast.expr | None]) ->
     seen: set[str] = set()
     pending = [value]
     while pending:
-        for node in ast.walk(pending.pop()):
+        for node in walk(pending.pop()):
             if isinstance(node, ast.Name) and node.id not in seen:
                 seen.add(node.id)
                 defined = definition(node.id)
@@ -64,7 +66,7 @@ def _binds_names_only(stmt: ast.stmt) -> set[str] | None:
             return None
     else:
         return None
-    for node in ast.walk(stmt):
+    for node in walk(stmt):
         if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.comprehension)):
             return None
         if isinstance(node, ast.Call) and (any(k.arg == "out" for k in node.keywords) or (
@@ -80,7 +82,7 @@ def recomputable(value: ast.expr, reads: set[str], spelled: set[str], following:
     if not cheap(value) or any(name.startswith(DRAWS_PREFIX) for name in reads):
         return False
     readers = [k for k, stmt in enumerate(following)
-               if spelled & {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}]
+               if spelled & {n.id for n in walk(stmt) if isinstance(n, ast.Name)}]
     if not readers or readers[-1] >= READERS_RECOMPUTED:
         return False
     for stmt in following[:readers[-1] + 1]:

@@ -9,7 +9,6 @@ and whose reads of the operands' elements are filled in where the element is wri
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from svod.frontend import extents
 from svod.frontend.array_exprs import Emitter, Expr, Value, broadcast_element, typed
-from svod.frontend.nodes import constant, store
+from svod.frontend.nodes import constant, copied, store, walk
 
 
 @dataclass(eq=False)
@@ -98,7 +97,7 @@ def _written(template: list[str], out: Emitter, x: ast.expr, values: dict[str, a
     """The parts of ``template`` (statements, the last an expression: the element) written into ``out``, ``x``
     the element searched for: the names it assigns made fresh, ``values`` put in for names, ``reads`` for calls."""
     body = [s for part in template for s in ast.parse(part).body]
-    assigned = sorted({n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and
+    assigned = sorted({n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and
                        isinstance(n.ctx, ast.Store)} | {"x"})
     filling = _Filling({name: out.fresh(f"search_{name}") for name in assigned}, values, reads)
     body = [filling.visit(s) for s in body]
@@ -119,7 +118,7 @@ class _Filling(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.expr:
         if node.id in self.names:
             return ast.Name(self.names[node.id], node.ctx)
-        return copy.deepcopy(self.values[node.id]) if node.id in self.values else node
+        return copied(self.values[node.id]) if node.id in self.values else node
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         if isinstance(node.func, ast.Name) and node.func.id in self.reads:

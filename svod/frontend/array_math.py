@@ -16,7 +16,6 @@ keeps its special values (signed zeros, infinities, NaN) as C99's and NumPy's do
 from __future__ import annotations
 
 import ast
-import copy
 import math
 from abc import abstractmethod
 from typing import Any
@@ -26,7 +25,7 @@ import numpy as np
 from svod.frontend import pylang
 from svod.frontend.array_calls import ArrayCalls
 from svod.frontend.array_exprs import Expr, Value, numpy, typed
-from svod.frontend.nodes import call, constant, load
+from svod.frontend.nodes import call, constant, copied, load
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -309,7 +308,7 @@ class ArrayMath(ArrayCalls):
         from Python's, 0 where the divisor is."""
         dtype = self.dtype_of(node, np.fmod, x, y)
         fn = numpy("fmod") if dtype.kind == "f" else load(_helper(integer_fmod))
-        return self.elementwise(node, lambda c: call(copy.deepcopy(fn), _as(c[0], x, dtype), _as(c[1], y, dtype)),
+        return self.elementwise(node, lambda c: call(copied(fn), _as(c[0], x, dtype), _as(c[1], y, dtype)),
                                 dtype, x, y)
 
     def rounded(self, node: ast.Call, x: Expr, decimals: ast.expr | None) -> Expr:

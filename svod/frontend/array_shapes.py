@@ -14,7 +14,6 @@ take (a shape, an axis, ``k``) are the host's, known before the run, as a slice'
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
@@ -43,7 +42,7 @@ from svod.frontend.array_exprs import (
 )
 from svod.frontend.array_math import ArrayMath
 from svod.frontend.extents import Dim
-from svod.frontend.nodes import call, constant
+from svod.frontend.nodes import call, constant, copied, walk
 from svod.frontend.source import Source
 
 JOINS = (np.concatenate, np.stack, np.hstack, np.vstack, np.column_stack, np.dstack)
@@ -97,7 +96,7 @@ class DiagonalMatrix(Expr):
             return typed(constant(0), self.dtype)
         along = index[0] if self.k >= 0 else index[1]  # the index into base where the element is on the diagonal
         last = constant(size - 1)
-        at = ast.IfExp(ast.Compare(along, [ast.Lt()], [last]), along, copy.deepcopy(last))
+        at = ast.IfExp(ast.Compare(along, [ast.Lt()], [last]), along, copied(last))
         on = ast.Compare(ast.BinOp(index[1], ast.Sub(), index[0]), [ast.Eq()], [constant(self.k)])
         return ast.IfExp(on, self.base.element([at], out), typed(constant(0), self.dtype))
 
@@ -214,13 +213,13 @@ class ArrayShapes(ArrayMath):
         arguments it reads, recorded."""
         stand_ins = {name: _Shaped(extents.numbers(a.shape), a.dtype) for name, a in self.arrays.items()
                      if extents.is_static(a.shape)}
-        self.sampled |= self.origins_of({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})
+        self.sampled |= self.origins_of({n.id for n in walk(node) if isinstance(n, ast.Name)})
         try:
             value = eval(compile(ast.Expression(node), self.source.file, "eval"), self.outer,
                          {**self.host, **stand_ins})
         except Exception as err:
             raise self.refuse(node, f"{what} is a number the host knows before the run ({err})") from err
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
+        self.read |= {n.id for n in walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
         return value
 
     def remember_unpacked(self, target: ast.Tuple, node: ast.expr) -> None:
@@ -252,7 +251,7 @@ class ArrayShapes(ArrayMath):
         parts = [self.value(e) for e in node.elts]
         if any(isinstance(p, Expr) for p in parts):
             raise self.refuse(node, "a tuple of arrays is not an array expression svod has")
-        return Scalar(copy.deepcopy(node), tuple(p.held for p in parts if isinstance(p, Scalar)))
+        return Scalar(copied(node), tuple(p.held for p in parts if isinstance(p, Scalar)))
 
     def axes(self, node: ast.expr | Sequence[ast.expr], ndim: int, what: str) -> tuple[int, ...]:
         """An axis or a tuple of axes the host knows, each counted from the end where negative, in order."""

@@ -12,7 +12,6 @@ broadcast where they are provably equal.
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 import operator
 from abc import abstractmethod
@@ -45,7 +44,7 @@ from svod.frontend.array_exprs import (
 )
 from svod.frontend.array_shapes import JOINS, MADE
 from svod.frontend.extents import Dim, node_of
-from svod.frontend.nodes import call, constant, load
+from svod.frontend.nodes import call, constant, copied, load, walk
 from svod.frontend.phases import SORTING
 from svod.frontend.pykernel import COMPLEX_PARTS
 from svod.frontend.slice_bounds import LoopTurns, SliceBounds
@@ -113,13 +112,13 @@ class ArrayValues(SliceBounds):
             def visit(self, inner: ast.AST) -> ast.AST:
                 if isinstance(inner, (ast.Subscript, ast.Call, ast.Attribute)) and rewriter.viewing(inner):
                     value = rewriter.value(inner)
-                    if isinstance(value, Scalar) and not any(isinstance(n, ast.Slice) for n in ast.walk(value.node)) \
+                    if isinstance(value, Scalar) and not any(isinstance(n, ast.Slice) for n in walk(value.node)) \
                             and ast.dump(value.node) != ast.dump(inner):  # (an element, of its base's name; a call
                         return ast.copy_location(value.node, inner)    # as written, range(len(v)), looked into)
                 return self.generic_visit(inner)
 
         self.changed = True
-        made = Elements().visit(copy.deepcopy(node))
+        made = Elements().visit(copied(node))
         assert isinstance(made, ast.expr)  # (an expression's replacement is one)
         return made
 
@@ -127,7 +126,7 @@ class ArrayValues(SliceBounds):
         """Whether ``node`` reads a slice, a name of a view (of an array of another name, or of one made for
         each work item), or a number of an array expression (``(a * 2).shape[0]``), which the kernel language
         has not."""
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Slice):
                 return True
             if isinstance(inner, ast.Attribute) and not isinstance(inner.value, ast.Name) and \
@@ -146,10 +145,10 @@ class ArrayValues(SliceBounds):
             sample = self.computed(node)
         except Exception:  # only the run knows it: a zero of each type it may have, which NumPy's promotion reads
             types = self.stand_in(node) or (0,)
-            return Scalar(copy.deepcopy(node), types[0], types[1:], run_only=True)
+            return Scalar(copied(node), types[0], types[1:], run_only=True)
         if isinstance(sample, np.ndarray):
             sample = sample.flat[0] if sample.size else sample.dtype.type(0)
-        return Scalar(copy.deepcopy(node), sample)
+        return Scalar(copied(node), sample)
 
     def span(self, node: ast.expr) -> tuple[int, int] | None:
         """The least and greatest value of ``node`` where it is a loop's variable whose range's bounds the host
@@ -166,7 +165,7 @@ class ArrayValues(SliceBounds):
         return extents.low(known), extents.high(known)
 
     def literal(self, node: ast.Constant) -> Value:
-        return Scalar(copy.deepcopy(node), node.value)
+        return Scalar(copied(node), node.value)
 
     def name_value(self, node: ast.Name) -> Value:
         if node.id in self.stale:
@@ -190,7 +189,7 @@ class ArrayValues(SliceBounds):
                                             f"(`{extents.shown(owner.shape)}`): write it from the slice's bounds")
                 return Scalar(constant(known), known)
             if node.attr == "dtype":  # what astype and the allocations read on the host
-                return Scalar(copy.deepcopy(node), owner.dtype)
+                return Scalar(copied(node), owner.dtype)
             if node.attr in ("real", "imag"):
                 return self.complex_part(node, owner, node.attr)
             raise self.refuse(node, f"the attribute {node.attr} of an array expression is not one svod has")
@@ -335,7 +334,7 @@ class ArrayValues(SliceBounds):
             return None
         if not isinstance(value, (int, float, np.integer, np.floating)):
             return None
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
+        self.read |= {n.id for n in walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
         return value
 
     def dtype_of(self, node: ast.AST, fn: Callable[..., object], *operands: Value) -> np.dtype:
@@ -412,12 +411,12 @@ class ArrayValues(SliceBounds):
             return None
         if not isinstance(value, (bool, int, float, np.bool_, np.number)):
             return None
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
+        self.read |= {n.id for n in walk(node) if isinstance(n, ast.Name)} & (set(self.host) - set(self.arrays))
         return bool(value)
 
     def reads_array(self, node: ast.expr) -> bool:
         """Whether ``node`` names an array anywhere in it."""
-        return any(isinstance(n, ast.Name) and n.id in self.arrays for n in ast.walk(node))
+        return any(isinstance(n, ast.Name) and n.id in self.arrays for n in walk(node))
 
     def binds_view(self, node: ast.IfExp, *operands: Expr) -> bool:
         """Whether the statement binds a name to ``node`` itself while an operand is a view of memory: Python's

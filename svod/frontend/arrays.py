@@ -90,7 +90,7 @@ from svod.frontend.linalg_calls import factored
 from svod.frontend.names import renamed
 from svod.frontend.names import stored as stored_names
 from svod.frontend.nest_fusion import Limits, fused_nests
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, stored
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, stored, walk
 from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, argument_bound_anew, exchanged, shrinking, viewed_names
 from svod.frontend.shared_products import shared_products
@@ -185,7 +185,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                     stmt = statements[position]
                     taken = unrolled(stmt, self.reader, self.on_host)  # (a loop whose variable decides shapes)
                     if taken is not None and isinstance(stmt, ast.For):  # its turns, counted on the host
-                        self.read |= {n.id for n in ast.walk(stmt.iter) if isinstance(n, ast.Name)} & set(self.host)
+                        self.read |= {n.id for n in walk(stmt.iter) if isinstance(n, ast.Name)} & set(self.host)
                     elif isinstance(stmt, ast.If) and (self.holds_array_statement(stmt) or
                                                        self.reader.holds_phases([stmt])):
                         made_for = (self.sampled | self.read) & set(self.host) | set(self.arrays)
@@ -230,13 +230,13 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             if recomputable(stmt.value, reads, self.bindings.spelled(name), self.following):
                 return True
         spelled = self.bindings.spelled(name)  # (the statements after it still read the user's names)
-        later = [bool(spelled & {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}) for stmt in self.following]
+        later = [bool(spelled & {n.id for n in walk(stmt) if isinstance(n, ast.Name)}) for stmt in self.following]
         nxt = self.following[0]
-        stored = {n.id for n in ast.walk(nxt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
-            {t.value.id for t in ast.walk(nxt) if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store)
+        stored = {n.id for n in walk(nxt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+            {t.value.id for t in walk(nxt) if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store)
              and isinstance(t.value, ast.Name)}
         simple = isinstance(nxt, (ast.Assign, ast.AugAssign, ast.Return)) and not any(
-            isinstance(n, (ast.For, ast.While)) for n in ast.walk(nxt))
+            isinstance(n, (ast.For, ast.While)) for n in walk(nxt))
         return later[0] and not any(later[1:]) and not spelled & stored and simple
 
     def fused_value(self, name: str) -> ast.expr | None:
@@ -380,7 +380,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         array = self.arrays.get(iterated)
         if array is None or not isinstance(stmt.target, ast.Name):
             return stmt
-        if len(array.shape) < 2 and not any(self.is_array_statement(s) for inner in stmt.body for s in ast.walk(inner)
+        if len(array.shape) < 2 and not any(self.is_array_statement(s) for inner in stmt.body for s in walk(inner)
                                     if isinstance(s, ast.stmt)):
             return stmt  # elements of a 1-D array: the kernel's own loop
         if not array.shape:
@@ -388,7 +388,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         if stmt.orelse:
             raise self.refuse(stmt, "for ... else around array statements is not one svod has")
         if any(isinstance(n, ast.Name) and n.id == iterated and isinstance(n.ctx, ast.Store)
-               for inner in stmt.body for n in ast.walk(inner)):
+               for inner in stmt.body for n in walk(inner)):
             raise self.refuse(stmt.iter, f"the loop's body binds {iterated} anew, while the loop iterates the array "
                                          f"{iterated} named before it: loop over range(len({iterated})) and give the "
                                          "new array a name of its own")
@@ -556,7 +556,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
 
     def holds_array_statement(self, stmt: ast.stmt) -> bool:
         """Whether a statement inside ``stmt`` is an array statement."""
-        return any(self.is_array_statement(s) for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt)
+        return any(self.is_array_statement(s) for s in walk(stmt) if isinstance(s, ast.stmt) and s is not stmt)
 
     def is_array_statement(self, stmt: ast.stmt) -> bool:
         if self.is_counting_statement(stmt):
@@ -565,10 +565,10 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return writes_out(self.reader, stmt)
         if isinstance(stmt, ast.Return) and stmt.value is not None:  # return x.shape, return (a * 2).shape[0]
             return any(isinstance(n, ast.Attribute) and n.attr in SIZE_ATTRIBUTES and self.reads_array(n.value)
-                       for n in ast.walk(stmt.value))
+                       for n in walk(stmt.value))
         if isinstance(stmt, (ast.Assign, ast.AugAssign)):
-            names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-            return bool(names & set(self.arrays)) and not any(isinstance(n, ast.For) for n in ast.walk(stmt))
+            names = {n.id for n in walk(stmt) if isinstance(n, ast.Name)}
+            return bool(names & set(self.arrays)) and not any(isinstance(n, ast.For) for n in walk(stmt))
         return False
 
     def assign(self, stmt: ast.stmt, target: ast.expr, node: ast.expr, op: ast.operator | None,
@@ -814,7 +814,7 @@ def _added_in_place(op: ast.operator, stored: Expr, combined: Value) -> bool:
 
 def _stored_names(stmt: ast.stmt) -> set[str]:
     """The names ``stmt`` assigns anywhere in it."""
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {n.id for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,

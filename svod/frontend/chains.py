@@ -22,14 +22,13 @@ not have assigned is refused, as Python would raise ``UnboundLocalError``).
 from __future__ import annotations
 
 import ast
-import copy
 import math
 from collections.abc import Callable
 from typing import Any
 
 from svod.frontend import pylang
 from svod.frontend.names import stored
-from svod.frontend.nodes import stands_for
+from svod.frontend.nodes import copied, stands_for
 from svod.frontend.source import Source
 
 Interval = tuple[float, float]
@@ -42,7 +41,7 @@ _FLIPPED: dict[type, type] = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, 
 def closed_chains(source: Source, resolve: Callable[[ast.expr], Any]) -> Source:
     """``source`` with each chain the module docstring describes closed by an ``else``; itself where none is."""
     closer = _Closer(resolve)
-    node = closer.visit(copy.deepcopy(source.node))
+    node = closer.visit(copied(source.node))
     if not closer.closed:
         return source
     return Source(stands_for(node, source.node), source.file, source.names, source.described)

@@ -64,7 +64,7 @@ from svod.frontend.array_exprs import (
     numpy,
     typed,
 )
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed
+from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, walk
 from svod.frontend.phases import Reader
 from svod.frontend.rebinding import Bindings
 from svod.frontend.source import Source
@@ -358,15 +358,15 @@ class Compactions:
             return
         function = self.source.node
         last = function.body[-1] if function.body else None
-        allowed = {id(n) for n in ast.walk(stmt)}
+        allowed = {id(n) for n in walk(stmt)}
         if isinstance(last, ast.Return) and last.value is not None:
             returned = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
             allowed |= {id(v) for v in returned if isinstance(v, ast.Name)}
-        for found in ast.walk(function):
+        for found in walk(function):
             if isinstance(found, ast.Name) and found.id == name and id(found) not in allowed:
                 raise self.refuse(found, f"{name} = {what} has a length known only after the run: svod returns such "
                                          f"an array (`return {name}`) and reads it nowhere else")
-        returns = isinstance(last, ast.Return) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(last))
+        returns = isinstance(last, ast.Return) and any(isinstance(n, ast.Name) and n.id == name for n in walk(last))
         if not returns:
             raise self.refuse(stmt, f"{name} = {what} has a length known only after the run: svod makes it only to "
                                     f"return it (`return {name}`)")
@@ -384,14 +384,14 @@ MASKED_REDUCTIONS = ("sum", "prod", "mean", "any", "all")
 def reduced_only(stmt: ast.stmt, names: set[str], resolve: Callable[[ast.expr], Any]) -> bool:
     """Whether each read of ``names`` in ``stmt`` is a whole reduction of it (``y.sum()``, ``np.mean(y)``)."""
     whole: set[int] = set()
-    for node in ast.walk(stmt):
+    for node in walk(stmt):
         if not isinstance(node, ast.Call):
             continue
         if isinstance(node.func, ast.Attribute) and node.func.attr in MASKED_REDUCTIONS:
             whole.add(id(node.func.value))
         elif node.args and any(resolve(node.func) is getattr(np, name) for name in MASKED_REDUCTIONS):
             whole.add(id(node.args[0]))
-    reads = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in names]
+    reads = [n for n in walk(stmt) if isinstance(n, ast.Name) and n.id in names]
     return bool(reads) and all(isinstance(n.ctx, ast.Load) and id(n) in whole for n in reads)
 
 

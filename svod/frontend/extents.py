@@ -18,11 +18,10 @@ on extents as on ints (where an extent's sign is not known, decided at run time)
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from svod.frontend.nodes import call, constant, load
+from svod.frontend.nodes import call, constant, copied, load
 
 TEMPORARY_LENGTH = (1 << 31) - 1
 """The longest axis of an array the rewriting makes at a length the host does not know before the run (at
@@ -72,7 +71,7 @@ class Extent:
         """The extent as a Python expression (new nodes at each call)."""
         made: ast.expr | None = None
         for atom, coefficient in self.terms:
-            part = copy.deepcopy(atom.node)
+            part = copied(atom.node)
             magnitude = abs(coefficient)
             if magnitude != 1:
                 part = ast.BinOp(constant(magnitude), ast.Mult(), part)

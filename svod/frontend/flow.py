@@ -13,7 +13,7 @@ from typing import Protocol
 
 from svod.errors import KernelSyntaxError
 from svod.frontend.names import loaded, renamed, stored
-from svod.frontend.nodes import placed, stands_for
+from svod.frontend.nodes import copied, placed, stands_for, walk
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class Flow:
             return self.loop(stmt)
         if isinstance(stmt, ast.While) and planned:
             return self.repeat(stmt)
-        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in walk(stmt)):
             return self.returning_loop(stmt)
         return [stmt], set()
 
@@ -141,7 +141,7 @@ class Flow:
                     made.append(stands_for(ast.copy_location(ast.If(inner.test, block(inner.body) or [ast.Pass()],
                                                                     block(inner.orelse)), inner), inner))
                 elif isinstance(inner, (ast.For, ast.While)) and any(isinstance(n, ast.Return)
-                                                                      for n in ast.walk(inner)):
+                                                                      for n in walk(inner)):
                     made += [loop(inner), ast.copy_location(ast.If(ast.Name(self.RETURNED, ast.Load()),
                                                                    [ast.Break()], []), inner)]
                 else:
@@ -223,7 +223,7 @@ class Flow:
             self.keeps_variable(stmt, stmt.target.id)
         exits = self.enter(stmt)
         self.variables.append(stmt.target.id if isinstance(stmt.target, ast.Name) else "")
-        rebound = ast.Assign([copy.deepcopy(stmt.target)], ast.Constant(0))  # the next turn's value
+        rebound = ast.Assign([copied(stmt.target)], ast.Constant(0))  # the next turn's value
         self.enclosing.append([rebound, *stmt.body, *self.following])
         body, flags = self.block(stmt.body)
         self.enclosing.pop()
@@ -253,7 +253,7 @@ class Flow:
         turn = [*self.turn(exits, body, stmt), again]
         loop = stands_for(ast.copy_location(ast.While(ast.Name(go, ast.Load()), turn, stmt.orelse), stmt), stmt)
         before = [_assign(exits.broken, 0, stmt)] if exits.breaks else []
-        made = [*before, ast.copy_location(copy.deepcopy(tested), stmt), loop]
+        made = [*before, ast.copy_location(copied(tested), stmt), loop]
         return [ast.fix_missing_locations(m) for m in made], flags - {exits.broken, exits.skipped}
 
     def enter(self, stmt: ast.For | ast.While) -> _Exits:
@@ -333,7 +333,7 @@ def check_assigned(reader: FlowReader, body: Sequence[ast.stmt], assigned: set[s
     """Per enclosing loop, the names assigned where a ``break`` or ``continue`` leaves a turn."""
 
     def reads(node: ast.AST, at: ast.AST) -> None:
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if not isinstance(inner, ast.Name) or not isinstance(inner.ctx, ast.Load):
                 continue
             if inner.id in partly:
@@ -420,7 +420,7 @@ def _exits(stmts: Sequence[ast.stmt]) -> bool:
             return True
         if isinstance(stmt, ast.If) and _exits([*stmt.body, *stmt.orelse]):
             return True
-        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+        if isinstance(stmt, (ast.For, ast.While)) and any(isinstance(n, ast.Return) for n in walk(stmt)):
             return True
     return False
 

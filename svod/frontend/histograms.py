@@ -22,7 +22,6 @@ the operands' types (a Python number is weak, a NumPy scalar is not), and cast t
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import itertools
 from abc import abstractmethod
@@ -46,7 +45,7 @@ from svod.frontend.array_exprs import (
     typed,
 )
 from svod.frontend.extents import Dim, node_of
-from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stored
+from svod.frontend.nodes import assign, call, code, constant, copied, for_loop, load, placed, stored, walk
 from svod.frontend.phases import Reader
 
 KERNEL_NAMES = {"_svod_atomic_add": pylang.atomic_add, "_svod_atomic_max": pylang.atomic_max,
@@ -173,7 +172,7 @@ class Histograms:
             raise self.refuse(node, f"np.{name}.at takes (a, indices, values)")
         a_node, indices, values = node.args
         self.changed = True
-        target = self.value(ast.copy_location(ast.Subscript(copy.deepcopy(a_node), copy.deepcopy(indices),
+        target = self.value(ast.copy_location(ast.Subscript(copied(a_node), copied(indices),
                                                             ast.Load()), node))
         element = isinstance(target, Scalar) and isinstance(target.node, ast.Subscript)
         for operand in (target, self.value(values)):
@@ -187,7 +186,7 @@ class Histograms:
             if not isinstance(value, Scalar) or not isinstance(owner, Expr):
                 raise self.refuse(node, f"np.{name}.at of one element takes one value")
             dtype = self.at_dtype(node, ufunc, owner, value)
-            update = _combined(name, operator, copy.deepcopy(target.node), value.node, dtype)
+            update = _combined(name, operator, copied(target.node), value.node, dtype)
             return placed([assign(stored(target.node), typed(update, owner.dtype))], stmt)
         dtype = self.at_dtype(node, ufunc, target, value)
         if isinstance(value, Expr):
@@ -283,7 +282,7 @@ class Histograms:
                                                   typed(constant(1), dtype)))]
         else:
             total = ast.Subscript(load(counts.name), at, ast.Load())
-            body = [assign(stored(total), ast.BinOp(copy.deepcopy(total), ast.Add(),
+            body = [assign(stored(total), ast.BinOp(copied(total), ast.Add(),
                                                     typed(weighed.element([load(i)], out), dtype)))]
         self.pending += [*placed([_zeros(counts)], self.at),
                          *placed(_nest([(i, x.shape[0])], [*out.statements, *body], parallel=weighed is None),
@@ -363,7 +362,7 @@ class Histograms:
         if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)):
             raise self.refuse(node, "np.histogram's bins is a number of equal bins here (an int): svod has no "
                                     "edges given as an array, nor the estimators' names")
-        self.read |= {n.id for n in ast.walk(given) if isinstance(n, ast.Name)} & set(self.host)
+        self.read |= {n.id for n in walk(given) if isinstance(n, ast.Name)} & set(self.host)
         if count < 1:
             raise self.refuse(node, "np.histogram's bins must be positive, when an integer (NumPy raises "
                                     "ValueError)")
@@ -378,7 +377,7 @@ class Histograms:
             except Exception as err:
                 raise self.refuse(node, "np.histogram's range is two numbers the host knows before the run "
                                         f"(constants or scalar arguments) ({err})") from err
-            self.read |= {n.id for n in ast.walk(given) if isinstance(n, ast.Name)} & set(self.host)
+            self.read |= {n.id for n in walk(given) if isinstance(n, ast.Name)} & set(self.host)
             if not all(isinstance(v, _NUMBERS) and not isinstance(v, (bool, np.bool_)) for v in (low, high)):
                 raise self.refuse(node, "np.histogram's range is two numbers")
             if low > high:
@@ -399,7 +398,7 @@ class Histograms:
                                          ast.Compare(load(value), [ast.NotEq()], [load(value)])))
         first = Emitter(self.counter)
         start = x.element([constant(0)], first)
-        self.pending += placed([*first.statements, assign(least, start), assign(greatest, copy.deepcopy(start)),
+        self.pending += placed([*first.statements, assign(least, start), assign(greatest, copied(start)),
                                 assign(nans, constant(0)), *_nest([(i, x.shape[0])], reduced, parallel=True)], self.at)
         return _Edges.found(x.dtype, bins, least, greatest, nans)
 
@@ -435,26 +434,26 @@ class _Edges:
         and so is the rest of its arithmetic (its denominator is the unsigned difference, or 1.0 when
         widened)."""
         low, high = load(least), load(greatest)
-        equal = ast.Compare(copy.deepcopy(low), [ast.Eq()], [copy.deepcopy(high)])
+        equal = ast.Compare(copied(low), [ast.Eq()], [copied(high)])
         sample = dtype.type(0)
         if dtype.kind == "f":
             first: ast.expr = ast.IfExp(equal, typed(ast.BinOp(low, ast.Sub(), constant(0.5)), dtype),
-                                        copy.deepcopy(low))
-            last: ast.expr = ast.IfExp(copy.deepcopy(equal), typed(ast.BinOp(high, ast.Add(), constant(0.5)), dtype),
-                                       copy.deepcopy(high))
+                                        copied(low))
+            last: ast.expr = ast.IfExp(copied(equal), typed(ast.BinOp(high, ast.Add(), constant(0.5)), dtype),
+                                       copied(high))
             finite = ast.BoolOp(ast.And(), [ast.Compare(load(nans), [ast.Eq()], [constant(0)]),
-                                            call(numpy("isfinite"), copy.deepcopy(low)),
-                                            call(numpy("isfinite"), copy.deepcopy(high))])
-            denominator = typed(ast.BinOp(copy.deepcopy(last), ast.Sub(), copy.deepcopy(first)), dtype)
+                                            call(numpy("isfinite"), copied(low)),
+                                            call(numpy("isfinite"), copied(high))])
+            denominator = typed(ast.BinOp(copied(last), ast.Sub(), copied(first)), dtype)
             return cls(dtype, bins, Scalar(first, sample), Scalar(last, sample), Scalar(denominator, sample),
                        finite)
         wide = np.dtype(np.float64)
         widened = ast.IfExp(equal, constant(0.5), constant(0.0))
         first = ast.BinOp(typed(low, wide), ast.Sub(), widened)
-        last = ast.BinOp(typed(high, wide), ast.Add(), copy.deepcopy(widened))
+        last = ast.BinOp(typed(high, wide), ast.Add(), copied(widened))
         unsigned = np.dtype(f"u{dtype.itemsize}")
-        difference = typed(typed(ast.BinOp(copy.deepcopy(high), ast.Sub(), copy.deepcopy(low)), unsigned), wide)
-        denominator = ast.IfExp(copy.deepcopy(equal), constant(1.0), difference)
+        difference = typed(typed(ast.BinOp(copied(high), ast.Sub(), copied(low)), unsigned), wide)
+        denominator = ast.IfExp(copied(equal), constant(1.0), difference)
         return cls(dtype, bins, Scalar(first, wide.type(0)), Scalar(last, wide.type(0)),
                    Scalar(denominator, wide.type(1)), None)
 
@@ -464,21 +463,21 @@ class _Edges:
         first and last edges' inexact type; the last edge itself), then cast to the edges' type."""
         space = np.result_type(self.first.sample, self.last.sample, 1.0)
         start = np.asarray(self.first.sample).dtype  # NumPy adds the first edge as an array of its own dtype
-        width = typed(ast.BinOp(typed(copy.deepcopy(self.last.node), space), ast.Sub(),
-                                typed(copy.deepcopy(self.first.node), space)), space)
+        width = typed(ast.BinOp(typed(copied(self.last.node), space), ast.Sub(),
+                                typed(copied(self.first.node), space)), space)
         step = typed(ast.BinOp(width, ast.Div(), constant(self.bins)), space)
         position = typed(load(i), space)
-        stepped = typed(ast.BinOp(position, ast.Mult(), copy.deepcopy(step)), space)
-        spread = typed(ast.BinOp(typed(ast.BinOp(copy.deepcopy(position), ast.Div(), constant(self.bins)), space),
-                                 ast.Mult(), copy.deepcopy(width)), space)
-        scaled = ast.IfExp(ast.Compare(copy.deepcopy(step), [ast.Eq()], [constant(0)]), spread, stepped)
+        stepped = typed(ast.BinOp(position, ast.Mult(), copied(step)), space)
+        spread = typed(ast.BinOp(typed(ast.BinOp(copied(position), ast.Div(), constant(self.bins)), space),
+                                 ast.Mult(), copied(width)), space)
+        scaled = ast.IfExp(ast.Compare(copied(step), [ast.Eq()], [constant(0)]), spread, stepped)
         adding = np.result_type(np.ones(1, space), np.zeros((), start))
-        moved = typed(ast.BinOp(typed(scaled, adding), ast.Add(), typed(copy.deepcopy(self.first.node), adding)),
+        moved = typed(ast.BinOp(typed(scaled, adding), ast.Add(), typed(copied(self.first.node), adding)),
                       space)
         edge = ast.IfExp(ast.Compare(load(i), [ast.Eq()], [constant(self.bins)]),
-                         typed(copy.deepcopy(self.last.node), space), moved)
+                         typed(copied(self.last.node), space), moved)
         if self.finite is not None:
-            edge = ast.IfExp(copy.deepcopy(self.finite), edge, typed(numpy("nan"), space))
+            edge = ast.IfExp(copied(self.finite), edge, typed(numpy("nan"), space))
         element = ast.Subscript(load(edges.name), load(i), ast.Store())
         return _nest([(i, self.bins + 1)], [ast.Assign([element], typed(edge, self.bin_type))], parallel=True)
 
@@ -498,21 +497,21 @@ class _Edges:
         keep = [_compared(ast.GtE(), load(value), self.dtype, self.first),
                 _compared(ast.LtE(), load(value), self.dtype, self.last)]
         if self.finite is not None:
-            keep = [copy.deepcopy(self.finite)]  # the least and greatest are the values' own
+            keep = [copied(self.finite)]  # the least and greatest are the values' own
         number = np.ones(1, self.bin_type)
         offset = np.result_type(number, self.first.sample)
         with np.errstate(all="ignore"):
             position = np.asarray((np.ones(1, offset) / self.denominator.sample) * self.bins).dtype
         own = typed(load(value), self.bin_type)
-        above = typed(ast.BinOp(typed(own, offset), ast.Sub(), typed(copy.deepcopy(self.first.node), offset)), offset)
+        above = typed(ast.BinOp(typed(own, offset), ast.Sub(), typed(copied(self.first.node), offset)), offset)
         ratio = typed(ast.BinOp(typed(above, position), ast.Div(),
-                                typed(copy.deepcopy(self.denominator.node), position)), position)
+                                typed(copied(self.denominator.node), position)), position)
         scaled = typed(ast.BinOp(ratio, ast.Mult(), constant(self.bins)), position)
         at, left, right = out.fresh("b"), out.fresh("l"), out.fresh("r")
         last = self.bins - 1
         counter_of = ast.Subscript(load(part.name), ast.Tuple([load(block), _clamped(load(at), last)], ast.Load()),
                                    ast.Load())
-        raised = ast.If(ast.BoolOp(ast.And(), [ast.Compare(copy.deepcopy(own), [ast.GtE()], [load(right)]),
+        raised = ast.If(ast.BoolOp(ast.And(), [ast.Compare(copied(own), [ast.GtE()], [load(right)]),
                                                ast.Compare(load(at), [ast.NotEq()], [constant(last)])]),
                         [assign(at, ast.BinOp(load(at), ast.Add(), constant(1)))], [])
         body += [*out.statements,
@@ -520,14 +519,14 @@ class _Edges:
                  assign(left, ast.Subscript(load(edges.name), load(at), ast.Load())),
                  assign(right, ast.Subscript(load(edges.name), ast.BinOp(load(at), ast.Add(), constant(1)),
                                              ast.Load())),
-                 ast.If(ast.Compare(copy.deepcopy(own), [ast.Lt()], [load(left)]),
+                 ast.If(ast.Compare(copied(own), [ast.Lt()], [load(left)]),
                         [assign(at, ast.BinOp(load(at), ast.Sub(), constant(1)))], [raised]),
                  ast.AugAssign(ast.Subscript(counter_of.value, counter_of.slice, ast.Store()), ast.Add(),
                                constant(1))]
         length = extents.numbers(x.shape)[0]
         per = -(-length // extents.numbers(part.shape)[0])
         start = ast.BinOp(load(block), ast.Mult(), constant(per))
-        span = call("range", start, call("min", ast.BinOp(copy.deepcopy(start), ast.Add(), constant(per)),
+        span = call("range", start, call("min", ast.BinOp(copied(start), ast.Add(), constant(per)),
                                          constant(length)))
         counting = for_loop(i, span, [body[0], ast.If(ast.BoolOp(ast.And(), keep), body[1:], [])])
         return _nest([(block, part.shape[0])], [counting], parallel=True)
@@ -552,7 +551,7 @@ def _combined(name: str, operator: type[ast.operator] | None, old: ast.expr, amo
 def _compared(op: ast.cmpop, element: ast.expr, dtype: np.dtype, edge: Scalar) -> ast.expr:
     """``element op edge`` in the dtype NumPy compares an array of ``dtype`` with the edge in."""
     common = np.result_type(np.ones(1, dtype), edge.sample)
-    return ast.Compare(typed(element, common), [op], [typed(copy.deepcopy(edge.node), common)])
+    return ast.Compare(typed(element, common), [op], [typed(copied(edge.node), common)])
 
 
 def _unsigned_difference(high: Any, low: Any) -> Any:
@@ -581,7 +580,7 @@ def _reads(value: Value, target: Expr) -> bool:
     out = Emitter(itertools.count())
     element = value.element([load(f"_svod_p{k}") for k in range(len(value.shape))], out)
     return any(isinstance(n, ast.Name) and n.id == base for node in [element, *out.statements]
-               for n in ast.walk(node))
+               for n in walk(node))
 
 
 def _kind(value: Value) -> str:

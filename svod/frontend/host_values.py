@@ -8,7 +8,6 @@ each run of the plan passes.
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 import math
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import numpy as np
 
 from svod.frontend import extents
 from svod.frontend.array_exprs import SAMPLED, Expr, types_once
+from svod.frontend.nodes import copied, walk
 from svod.frontend.rebinding import HostShape
 from svod.frontend.source import Source
 
@@ -116,10 +116,10 @@ class HostValues:
         """The types the scalars a loop or an if statement ``stmt`` assigns may have in it and after it
         (``stand_ins``): a loop's first turn sees those of before it, a later one those its body assigned, and
         after an if either branch's; found by reading the assignments until none adds a type."""
-        for loop in ast.walk(stmt):  # a range's variable: a Python int
+        for loop in walk(stmt):  # a range's variable: a Python int
             if isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Call):
                 self.stand_ins.setdefault(loop.target.id, (0,))
-        assignments = [found for inner in ast.walk(stmt) if (found := _scalar_assignment(inner)) is not None
+        assignments = [found for inner in walk(stmt) if (found := _scalar_assignment(inner)) is not None
                        and found[0] not in self.arrays]
         known = self.host
         self.host = {name: value for name, value in known.items() if name not in {a[0] for a in assignments}}
@@ -145,15 +145,15 @@ def _each_way(node: ast.expr, known: set[str]) -> list[ast.expr]:
     of its operands, and each ``max(a, b)`` (``min``) by one of its arguments, every way: the value's type may be
     either's, whichever the run chooses (Python's ``max(np.int64(5), 2.5)`` is the int64, ``max(np.int64(1),
     2.5)`` the float). A choice by values the host knows (``known``: the plan is made for them) is the host's."""
-    walked = list(ast.walk(node))
+    walked = list(walk(node))
     position = next((k for k, inner in enumerate(walked) if _options(inner) and not names(
         inner.test if isinstance(inner, ast.IfExp) else inner) <= known), None)
     if position is None:
         return [node]
     ways: list[ast.expr] = []
     for option in range(len(_options(walked[position]))):
-        made = copy.deepcopy(node)
-        chosen = list(ast.walk(made))[position]  # (the walk's order is the copy's too)
+        made = copied(node)
+        chosen = list(walk(made))[position]  # (the walk's order is the copy's too)
         picked = _options(chosen)[option]
         ways += _each_way(picked if chosen is made else _replaced(made, chosen, picked), known)
         if len(ways) > _MOST_COMBINATIONS:
@@ -175,7 +175,7 @@ def _options(node: ast.AST) -> list[ast.expr]:
 
 def _replaced(node: ast.expr, old: ast.AST, new: ast.expr) -> ast.expr:
     """``node`` with its subtree ``old`` replaced by ``new`` (in place)."""
-    for parent in ast.walk(node):
+    for parent in walk(node):
         for field, value in ast.iter_fields(parent):
             if value is old:
                 setattr(parent, field, new)
@@ -214,7 +214,7 @@ def decisions_recorded(values: HostValues) -> Iterator[None]:
 
 def names(node: ast.AST) -> set[str]:
     """The names ``node`` reads or binds."""
-    return {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name)}
+    return {inner.id for inner in walk(node) if isinstance(inner, ast.Name)}
 
 
 __all__ = ["HostValues", "decisions_recorded", "names", "updated"]

@@ -37,7 +37,7 @@ import numpy as np
 from svod.errors import KernelSyntaxError
 from svod.frontend.binding import literal, signature_of
 from svod.frontend.names import renamed
-from svod.frontend.nodes import code, stands_for
+from svod.frontend.nodes import code, copied, stands_for, walk
 from svod.frontend.phases import resolve
 from svod.frontend.returns import returns_of, without_returns
 from svod.frontend.source import Source, refusal
@@ -93,12 +93,12 @@ class _Inliner:
                 return self.inlined(stmt, fn, stmt.value, stmt.targets[0], stack)
         if self.calls_in(stmt):
             hoisting = _Hoisting(self)
-            rest = stands_for(hoisting.visit(copy.deepcopy(stmt)), stmt)
+            rest = stands_for(hoisting.visit(copied(stmt)), stmt)
             return [*self.block(hoisting.assignments, stack), rest]
         return [stmt]
 
     def calls_in(self, node: ast.AST) -> bool:
-        return any(isinstance(inner, ast.Call) and self.callee(inner) is not None for inner in ast.walk(node))
+        return any(isinstance(inner, ast.Call) and self.callee(inner) is not None for inner in walk(node))
 
     def hoisted(self, stmt: ast.stmt, expr: ast.expr, stack: list[Any]) -> tuple[list[ast.stmt], ast.expr]:
         """``expr`` with each call svod compiles in computed first, into a name of its own: the statements
@@ -106,7 +106,7 @@ class _Inliner:
         if not self.calls_in(expr):
             return [], expr
         hoisting = _Hoisting(self)
-        made = stands_for(hoisting.visit(copy.deepcopy(expr)), expr)
+        made = stands_for(hoisting.visit(copied(expr)), expr)
         return self.block(hoisting.assignments, stack), made
 
     def resolve(self, node: ast.expr) -> Any:
@@ -144,7 +144,7 @@ class _Inliner:
                 raise self.refuse(stmt, f"{fn.__name__} returns a value on some ways through it only (on others "
                                         "None), and its result is assigned")
         prefix = f"_svod_{fn.__name__}{number}_"
-        assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         renames: dict[str, str] = {}
         binds: list[ast.stmt] = []
         for parameter, argument in arguments.items():
@@ -165,12 +165,12 @@ class _Inliner:
         self.described[flag] = f"whether {fn.__name__} returned"
         body = [renamed(s, renames) for s in body]  # (its globals as the caller names them: calls_in reads them)
         if target is None and any(isinstance(n, ast.Return) and n.value is not None and self.calls_in(n.value)
-                                  for s in body for n in ast.walk(s)):
+                                  for s in body for n in walk(s)):
             target = ast.Name(f"_svod_unused{number}", ast.Store())  # the value is dropped, its calls made
             self.described[target.id] = f"the value {fn.__name__} returns"
         made = without_returns(body, None if target is None else _located(target, stmt), flag)
         if callee.file != self.source.file:  # errors name the call's line: the caller's file is the one shown
-            for node in (n for s in [*binds, *made] for n in ast.walk(s)):
+            for node in (n for s in [*binds, *made] for n in walk(s)):
                 ast.copy_location(node, stmt)
         for node in binds:
             ast.copy_location(node, stmt)
@@ -215,7 +215,7 @@ class _Inliner:
                    prefix: str) -> dict[str, str]:
         """The callee's globals that the caller names otherwise (or not at all), under names of their own."""
         found: dict[str, str] = {}
-        for node in (n for s in body for n in ast.walk(s)):
+        for node in (n for s in body for n in walk(s)):
             if not isinstance(node, ast.Name) or node.id in renames or node.id in found:
                 continue
             if node.id not in callee.names:
@@ -285,7 +285,7 @@ def _integer(node: ast.expr) -> int | None:
 def _tuple_length(fn: types.FunctionType) -> int | None:
     """How many values ``fn`` returns where each of its returns is a tuple of as many written out (``return
     a, b``), else None."""
-    returns = [n for s in Source.of(fn).node.body for n in ast.walk(s) if isinstance(n, ast.Return)]
+    returns = [n for s in Source.of(fn).node.body for n in walk(s) if isinstance(n, ast.Return)]
     lengths = {len(r.value.elts) if isinstance(r.value, ast.Tuple) and
                not any(isinstance(e, ast.Starred) for e in r.value.elts) else None for r in returns}
     return next(iter(lengths)) if len(lengths) == 1 else None
@@ -303,16 +303,16 @@ def _returned_into(body: list[ast.stmt], target: ast.expr | None, call: ast.Call
     value = body[-1].value
     if not isinstance(value, ast.Name) or value.id in parameters:
         return None
-    stored = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    read = {n.id for node in [call, *body] for n in ast.walk(node) if isinstance(n, ast.Name)}
-    returns = sum(isinstance(n, ast.Return) for s in body for n in ast.walk(s))
+    stored = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = {n.id for node in [call, *body] for n in walk(node) if isinstance(n, ast.Name)}
+    returns = sum(isinstance(n, ast.Return) for s in body for n in walk(s))
     return (value.id, target.id) if value.id in stored and target.id not in read and returns == 1 else None
 
 
 def _located(target: ast.expr, stmt: ast.stmt) -> ast.expr:
     """The caller's assignment target, each of its nodes at the call's statement."""
-    made = copy.deepcopy(target)
-    for node in ast.walk(made):
+    made = copied(target)
+    for node in walk(made):
         if isinstance(node, ast.expr):
             ast.copy_location(node, stmt)
     return made

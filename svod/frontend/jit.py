@@ -55,7 +55,7 @@ from svod.frontend.jit_prepared import Prepared
 from svod.frontend.jit_tape import TapedCall
 from svod.frontend.names import loaded, renamed
 from svod.frontend.nest_fusion import Limits
-from svod.frontend.nodes import stands_for
+from svod.frontend.nodes import stands_for, walk
 from svod.frontend.phases import Definition, Item, Reader, Structure, inner_items, resolve
 from svod.frontend.pykernel import Kernel, refuse_complex_on_tape
 from svod.frontend.source import Source, refusal
@@ -376,13 +376,13 @@ class Jit:
         passed a number, each is read as a local of its own the function's first statement sets
         (``_with_local_copies``). A plain assignment of the body keeps the parameter's name, as a plan reads it
         right (a name the body defines twice is refused where a kernel's loop reads it)."""
-        inner = {arg.arg for node in ast.walk(self.source.node) if node is not self.source.node
-                 and isinstance(node, (ast.FunctionDef, ast.Lambda)) for arg in ast.walk(node.args)
+        inner = {arg.arg for node in walk(self.source.node) if node is not self.source.node
+                 and isinstance(node, (ast.FunctionDef, ast.Lambda)) for arg in walk(node.args)
                  if isinstance(arg, ast.arg)}
         node = self.source.node
         plain = {id(target) for statement in node.body if isinstance(statement, ast.Assign)
                  for target in statement.targets if isinstance(target, ast.Name)}
-        stored_deeper = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name)
+        stored_deeper = {inner.id for inner in walk(node) if isinstance(inner, ast.Name)
                          and isinstance(inner.ctx, (ast.Store, ast.Del)) and id(inner) not in plain}
         kept = {name for name in _stored(node) if name in _returned(node) or name in stored_deeper}
         return frozenset(name for name in self.parameters if name in kept and name not in inner)
@@ -563,7 +563,7 @@ def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> 
     """``source`` with each parameter bound to a constant of the plan read as a global of its value: the
     function's other parameters are its parameters. One the function assigns is refused (its name would then
     be a local the plan cannot hold)."""
-    for node in ast.walk(source.node):
+    for node in walk(source.node):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in constants:
             raise refusal(source, name, node, f"{node.id} is {constants[node.id]!r}, a constant of the plan (a "
                                               "value neither an array nor a number), and the function assigns it; "
@@ -577,7 +577,7 @@ def _with_constants(source: Source, constants: Mapping[str, Any], name: str) -> 
 
 def _stored(node: ast.AST) -> set[str]:
     """The names ``node`` assigns, augments, deletes or loops over."""
-    return {inner.id for inner in ast.walk(node)
+    return {inner.id for inner in walk(node)
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, (ast.Store, ast.Del))}
 
 
@@ -586,7 +586,7 @@ def _returned(node: ast.AST) -> set[str]:
     computes or the argument passed, so a number left to its default that the function returns stays the run's
     (``Jit._foldable``)."""
     found: set[str] = set()
-    for inner in ast.walk(node):
+    for inner in walk(node):
         if isinstance(inner, ast.Return) and inner.value is not None:
             values = inner.value.elts if isinstance(inner.value, ast.Tuple) else [inner.value]
             found |= {value.id for value in values if isinstance(value, ast.Name)}
@@ -612,16 +612,16 @@ def _read_on_host(structure: Structure) -> frozenset[str]:
     """The names the host reads before a run: those of temporaries' calls and definitions."""
     found: set[str] = set()
 
-    def walk(items: Sequence[Item]) -> None:
+    def gather(items: Sequence[Item]) -> None:
         for item in items:
             if isinstance(item, Temporary):
                 found.update(loaded([item.call]))
             elif isinstance(item, Definition):
                 found.update(loaded([item.statement.value]))
             else:
-                walk(inner_items(item))
+                gather(inner_items(item))
 
-    walk(structure.items)
+    gather(structure.items)
     return frozenset(found)
 
 

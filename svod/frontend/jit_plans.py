@@ -23,7 +23,7 @@ from svod.frontend.complex_values import CarriedComplexError
 from svod.frontend.flow import Turn
 from svod.frontend.jit_prepared import COMPLEX_PART_NAMES, RANDOM_VARIABLES, Prepared, TurnCheck
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import assign, constant, load, placed, subscript
+from svod.frontend.nodes import assign, constant, load, placed, subscript, walk
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -526,7 +526,7 @@ class Builder:
         ast.copy_location(node, statements[0])
         ast.fix_missing_locations(node)
         dump = ast.dump(node, include_attributes=True)
-        own = {n.id: self.described(n.id) for n in ast.walk(node) if isinstance(n, ast.Name) and _own(n.id)}
+        own = {n.id: self.described(n.id) for n in walk(node) if isinstance(n, ast.Name) and _own(n.id)}
         bound = self.translated(node, dump, parameters, loops, outgoing, own)
         for _ in range(WIDENING_ROUNDS if self.settling else 0):
             changed = [n for n in outgoing if self.seen.get(n, self.cell_dtype(n)) != self.cell_dtype(n)]

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import copy
 import dataclasses
 import functools
 import heapq
@@ -56,7 +55,7 @@ from svod.frontend.jit_tape_hoist import hoisted
 from svod.frontend.jit_tape_keys import float_reductions
 from svod.frontend.jit_tape_reuse import Reuse, changed_by, form, written_once
 from svod.frontend.names import loaded, needs, renamed, stored
-from svod.frontend.nodes import assign, code, constant, for_loop, load, placed, subscript
+from svod.frontend.nodes import assign, code, constant, copied, for_loop, load, placed, subscript, walk
 from svod.frontend.phases import (
     Branch,
     Definition,
@@ -473,7 +472,7 @@ def _user_code(items: Iterable[Item], resolve: Callable[[ast.expr], Any]) -> boo
         else:
             return True
         for node in nodes:
-            for inner in ast.walk(node):
+            for inner in walk(node):
                 if isinstance(inner, ast.Call) and not _host_call(resolve(inner.func)):
                     return True
     return False
@@ -492,7 +491,7 @@ def _declared(function: ast.FunctionDef) -> dict[str, np.dtype]:
     """The scalars svod's rewriting of array statements starts as a NumPy scalar (``s = _svod_np.float32(0)``),
     with its dtype: the first such start of each."""
     found: dict[str, np.dtype] = {}
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
                 and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "_svod_np" \
@@ -538,12 +537,12 @@ def _reading(definitions: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
 
 def _within(nest: ast.For, statements: list[ast.stmt], reader: Reader) -> ast.For:
     """``nest`` (a ``prange`` loop, or a nest of them) with ``statements`` first in its innermost body."""
-    copied = copy.deepcopy(nest)
-    inner = copied
+    made = copied(nest)
+    inner = made
     while len(inner.body) == 1 and reader.is_prange(inner.body[0]):
         inner = cast(ast.For, inner.body[0])
     inner.body = [*statements, *inner.body]
-    return copied
+    return made
 
 
 def _flat(items: Iterable[Item]) -> list[Item]:

@@ -24,13 +24,12 @@ or one whose loops hold more than the two factors' variables (a batch of matrice
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from svod.frontend.adjoint_gemm import contraction, prange_nest
 from svod.frontend.names import loaded, stored, written
-from svod.frontend.nodes import assign, load, placed, subscript
+from svod.frontend.nodes import assign, copied, load, placed, subscript
 
 
 @dataclass(frozen=True)
@@ -78,8 +77,8 @@ def _split(statements: list[ast.stmt], position: int, depth: int, at: int, total
     """``statements`` with the sum at ``at`` of the innermost body of nest ``position`` (of ``depth`` loops)
     taken out."""
     temporary = f"_svod_gemm_{total.removeprefix('_svod_')}"
-    product = copy.deepcopy(statements[position])
-    remaining = copy.deepcopy(statements[position])
+    product = copied(statements[position])
+    remaining = copied(statements[position])
     nest, kept = _loops(product, depth), _loops(remaining, depth)
     index = [load(loop.target.id) for loop in nest if isinstance(loop.target, ast.Name)]
     inner = nest[-1].body

@@ -24,7 +24,6 @@ of 64 float64 elements), not the plan's bits.
 from __future__ import annotations
 
 import ast
-import copy
 import types
 from collections.abc import Mapping
 
@@ -33,6 +32,7 @@ import numpy as np
 from svod.frontend import pylang
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import loaded, needs, stored, written
+from svod.frontend.nodes import copied, walk
 from svod.frontend.phases import Reader, scalar_type
 
 
@@ -45,7 +45,7 @@ def hoisted(statements: list[ast.stmt], reader: Reader,
     for position, found in enumerate(statements):
         if not isinstance(found, ast.For):
             continue
-        loop = copy.deepcopy(found)  # (the function's own statements stay as they are, for its next calls)
+        loop = copied(found)  # (the function's own statements stay as they are, for its next calls)
         nest, body = _nest(loop)
         run = _run(nest, body, reader, declared)
         if not run:
@@ -102,7 +102,7 @@ def _arrays_written(body: list[ast.stmt], reader: Reader, declared: Mapping[str,
 def _pure(stmt: ast.stmt, reader: Reader) -> bool:
     """Whether ``stmt`` stores no element and calls only ``range``, NumPy's scalar types and ufuncs, svod's math
     functions and its helpers for NumPy's, and ``abs``, ``min`` and ``max``."""
-    for node in ast.walk(stmt):
+    for node in walk(stmt):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             return False
         if isinstance(node, ast.Call):

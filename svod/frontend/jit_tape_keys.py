@@ -23,9 +23,8 @@ without running the turns before each again (as a choice by ``x[k] > m`` would n
 from __future__ import annotations
 
 import ast
-import copy
 
-from svod.frontend.nodes import assign, call, constant, load
+from svod.frontend.nodes import assign, call, constant, copied, load
 
 _FLOATS = {"int64": "float64", "int32": "float32"}
 """The float of each order key's integer (``array_exprs.KEYED``)."""
@@ -34,7 +33,7 @@ _FLOATS = {"int64": "float64", "int32": "float32"}
 def float_reductions(node: ast.FunctionDef) -> ast.FunctionDef | None:
     """``node`` with its keyed reductions of floats taken as the module's docstring says, or None where it makes
     none."""
-    rewritten = copy.deepcopy(node)
+    rewritten = copied(node)
     if not _block(rewritten.body):
         return None
     return ast.fix_missing_locations(rewritten)
@@ -82,17 +81,17 @@ def _reduction(statements: list[ast.stmt]) -> list[ast.stmt] | None:
     item = update.value.args[1].args[0]  # type: ignore[attr-defined]
     variables = [loop.target.id for loop in loops]  # type: ignore[attr-defined]
     places = [f"{key}_{k}" for k in range(len(variables))]
-    second = copy.deepcopy(nest)
-    better = ast.Compare(call(f"_svod_{kind}_key", copy.deepcopy(item)), [ast.Gt() if kind == "max" else ast.Lt()],
+    second = copied(nest)
+    better = ast.Compare(call(f"_svod_{kind}_key", copied(item)), [ast.Gt() if kind == "max" else ast.Lt()],
                          [load(key)])
-    innermost.body[-1:] = [*(assign(place, ast.IfExp(copy.deepcopy(better), load(variable), load(place)))
+    innermost.body[-1:] = [*(assign(place, ast.IfExp(copied(better), load(variable), load(place)))
                              for place, variable in zip(places, variables, strict=True)), update]
     _, last = _loops(second)
     name = result.targets[0].id
     at = ast.BoolOp(ast.And(), [ast.Compare(load(v), [ast.Eq()], [load(p)]) for v, p in zip(variables, places,
                                                                                            strict=True)]) \
         if len(places) > 1 else ast.Compare(load(variables[0]), [ast.Eq()], [load(places[0])])
-    last.body[-1:] = [assign(name, ast.IfExp(at, copy.deepcopy(item), load(name)))]
+    last.body[-1:] = [assign(name, ast.IfExp(at, copied(item), load(name)))]
     dtype = _FLOATS[start.value.func.attr]
     found = [start, *(assign(place, constant(-1)) for place in places), nest,
              assign(name, call(ast.Attribute(load("_svod_np"), dtype, ast.Load()), constant(0))), second]

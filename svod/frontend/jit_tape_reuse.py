@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend.names import renamed, stored, written
+from svod.frontend.nodes import walk
 from svod.frontend.phases import Definition, Item, Phase
 from svod.frontend.temporaries import Temporary
 
@@ -105,7 +106,7 @@ def form(body: Sequence[ast.stmt]) -> str:
     one form differ only in the names of svod's temporaries."""
     order: dict[str, str] = {}
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Name) and _OWN.match(node.id) and node.id not in order:
                 order[node.id] = f"_svod_c{len(order)}"
     return "\n".join(ast.dump(renamed(stmt, order)) for stmt in body)

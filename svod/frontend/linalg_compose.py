@@ -33,7 +33,7 @@ from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, Named
 from svod.frontend.array_norms import SINGULAR_ORDERS, axes_of
 from svod.frontend.linalg import result_dtype
-from svod.frontend.nodes import call, constant, load, placed, stands_for
+from svod.frontend.nodes import call, constant, load, placed, stands_for, walk
 
 
 def _numpy(*path: str) -> ast.expr:
@@ -358,7 +358,7 @@ def _residuals(c: _Composer, name: str, system: tuple[ast.expr, ...], dtype: np.
         c.assign(ast.Name(name, ast.Store()), call(_numpy("zeros"), constant((0,)), _numpy(dtype.name)))
         return
     if not any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
-               for node in ast.walk(c.rewriter.source.node)):
+               for node in walk(c.rewriter.source.node)):
         return  # (never read: never made)
     c.rewriter.only_returned(c.stmt, name, "np.linalg.lstsq's residuals (empty where the rank is below n)")
     misses = c.temporary(ast.BinOp(b, ast.Sub(), ast.BinOp(a, ast.MatMult(), x)))

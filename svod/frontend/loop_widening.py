@@ -32,7 +32,6 @@ turn loops become its slices.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +40,7 @@ import numpy as np
 
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, base_name
-from svod.frontend.nodes import stands_for
+from svod.frontend.nodes import copied, stands_for, walk
 from svod.frontend.phases import resolve
 
 BATCH_AXES = 3
@@ -111,7 +110,7 @@ def widened(loop: ast.stmt, function: ast.FunctionDef, arrays: dict[str, Expr], 
 def bound_names(loop: ast.For) -> set[str]:
     """The names a nest's bounds read, which the host reads before the run: another value is another plan,
     even where the loop has no turn (rewritten to no statement, which reads none)."""
-    return {n.id for f in ast.walk(loop) if isinstance(f, ast.For) for n in ast.walk(f.iter) if isinstance(n, ast.Name)}
+    return {n.id for f in walk(loop) if isinstance(f, ast.For) for n in walk(f.iter) if isinstance(n, ast.Name)}
 
 
 def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tuple[_Nest, list[ast.stmt]]:
@@ -125,7 +124,7 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
                 and 1 <= len(call.args) <= 2 and not call.keywords and not node.orelse
                 and node.target.id not in variables):
             raise _NotWidenedError
-        if any(isinstance(n, ast.Name) and n.id in variables for a in call.args for n in ast.walk(a)):
+        if any(isinstance(n, ast.Name) and n.id in variables for a in call.args for n in walk(a)):
             raise _NotWidenedError  # a triangular nest
         variables.append(node.target.id)
         bounds.append((call.args[0] if len(call.args) == 2 else None, call.args[-1]))
@@ -135,9 +134,9 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
     body = node.body  # type: ignore[attr-defined]
     if len(variables) > BATCH_AXES or any(not isinstance(s, (ast.Assign, ast.AugAssign)) for s in body):
         raise _NotWidenedError
-    bound = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     if any(isinstance(n, ast.Name) and n.id in bound for pair in bounds for b in pair if b is not None
-           for n in ast.walk(b)):
+           for n in walk(b)):
         raise _NotWidenedError  # a bound the body changes: Python's range read it once, a slice reads it again
     return _Nest(variables, bounds, arrays, names, bound), body
 
@@ -217,7 +216,7 @@ def _block(node: ast.expr, nest: _Nest) -> _Shape | None:
     if not isinstance(node, ast.Subscript):
         return None
     index = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
-    if not any(isinstance(n, ast.Name) and n.id in nest.variables for n in ast.walk(node.slice)):
+    if not any(isinstance(n, ast.Name) and n.id in nest.variables for n in walk(node.slice)):
         raise _NotWidenedError  # an array's part the same in every turn: not one widening reads
     k = len(nest.variables)
     leading = [i.id if isinstance(i, ast.Name) else None for i in index[:k]]
@@ -308,11 +307,11 @@ def _read_after(function: ast.FunctionDef, loop: ast.For) -> bool:
     loop that binds the name as its own variable. ``loop`` may be a renamed copy of the function's statement:
     the statement is found by its place, and its own names are asked for."""
     place = (loop.lineno, loop.col_offset)
-    found = [n for n in ast.walk(function) if isinstance(n, ast.For) and (n.lineno, n.col_offset) == place]
+    found = [n for n in walk(function) if isinstance(n, ast.For) and (n.lineno, n.col_offset) == place]
     if len(found) != 1:
         return True  # (an inlined function's loop, met twice: its place names neither)
     original = found[0]
-    names = {n.id for n in ast.walk(original) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names = {n.id for n in walk(original) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
     def reads(node: ast.AST, bound: frozenset[str]) -> bool:
         if node is original:
@@ -330,11 +329,11 @@ def _read_after(function: ast.FunctionDef, loop: ast.For) -> bool:
 
 def _wide(stmt: ast.stmt, nest: _Nest) -> ast.stmt:
     """``stmt`` over every turn: each variable, where it indexes, the slice of its loop's turns."""
-    slices = {v: ast.Slice(copy.deepcopy(start), copy.deepcopy(stop)) for v, (start, stop) in
+    slices = {v: ast.Slice(None if start is None else copied(start), copied(stop)) for v, (start, stop) in
               zip(nest.variables, nest.bounds, strict=True)}
 
     class Widen(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
             return ast.copy_location(slices[node.id], node) if node.id in slices else node
 
-    return stands_for(ast.fix_missing_locations(Widen().visit(copy.deepcopy(stmt))), stmt)
+    return stands_for(ast.fix_missing_locations(Widen().visit(copied(stmt))), stmt)

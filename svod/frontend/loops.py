@@ -23,7 +23,7 @@ from svod.frontend.arithmetic import builtin_extreme
 from svod.frontend.complex_values import with_parts
 from svod.frontend.context import KernelLoop, Turn
 from svod.frontend.expressions import Expressions
-from svod.frontend.nodes import placed, stands_for
+from svod.frontend.nodes import placed, stands_for, walk
 from svod.frontend.randoms import ORDINAL
 from svod.frontend.values import BUILTINS, COMPLEX_LOCAL, ArrayValue, Undefined, describe, is_number
 from svod.ir import AxisKind, Ops, UOp, simplify, substitute
@@ -538,14 +538,14 @@ def _assigned(body: Sequence[ast.stmt]) -> set[str]:
     a value compared with the one before would miss ``b = a + b`` that happens to equal it once)."""
     names: set[str] = set()
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             targets: list[ast.expr] = []
             if isinstance(node, ast.Assign):
                 targets = list(node.targets)
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
                 targets = [node.target]
             for target in targets:
-                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+                names.update(n.id for n in walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
     return names
 
 

@@ -5,11 +5,10 @@ they bind it (``needs``) and bind (``stored``); and a copy of code under new nam
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar, cast
 
-from svod.frontend.nodes import stands_for
+from svod.frontend.nodes import copied, stands_for, walk
 
 _Node = TypeVar("_Node", bound=ast.AST)
 
@@ -18,7 +17,7 @@ def loaded(nodes: Iterable[ast.AST]) -> list[str]:
     """The names ``nodes`` read, in order of first use."""
     found: dict[str, None] = {}
     for node in nodes:
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load):
                 found.setdefault(inner.id, None)
     return list(found)
@@ -89,7 +88,7 @@ def written(nodes: Iterable[ast.AST]) -> set[str]:
     scalars among the result are the caller's to set aside, as only it knows them."""
     found: set[str] = set()
     for node in nodes:
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, (ast.Subscript, ast.Attribute)) and isinstance(inner.ctx, (ast.Store, ast.Del)):
                 found |= _root(inner.value)
             elif isinstance(inner, ast.Call):
@@ -116,7 +115,7 @@ def _whole(arg: ast.expr) -> bool:
         return True
     if isinstance(arg, ast.Attribute):
         return arg.attr in _VIEWS
-    return isinstance(arg, ast.Subscript) and (any(isinstance(n, ast.Slice) for n in ast.walk(arg.slice))
+    return isinstance(arg, ast.Subscript) and (any(isinstance(n, ast.Slice) for n in walk(arg.slice))
                                                 or _whole(arg.value))
 
 
@@ -132,7 +131,7 @@ def _root(node: ast.expr) -> set[str]:
 
 
 def stored(nodes: Iterable[ast.AST]) -> set[str]:
-    return {inner.id for node in nodes for inner in ast.walk(node)
+    return {inner.id for node in nodes for inner in walk(node)
             if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
 
 
@@ -144,8 +143,8 @@ def renamed(node: _Node, names: Mapping[str, str]) -> _Node:
         def visit_Name(self, name: ast.Name) -> ast.AST:
             return ast.copy_location(ast.Name(names.get(name.id, name.id), name.ctx), name)
 
-    made = cast(_Node, Rename().visit(copy.deepcopy(node)))  # a Name's replacement is a Name: same kind
-    for old, new in zip(ast.walk(node), ast.walk(made), strict=True):  # the same shape, part for part
+    made = cast(_Node, Rename().visit(copied(node)))  # a Name's replacement is a Name: same kind
+    for old, new in zip(walk(node), walk(made), strict=True):  # the same shape, part for part
         if isinstance(new, (ast.expr, ast.stmt)):
             stands_for(new, old)
     return made

@@ -48,6 +48,7 @@ from svod.frontend.accumulations import LEAVING, assigned, element_uses, names, 
 from svod.frontend.array_exprs import KEY_NAMES
 from svod.frontend.array_math import MATH_HELPERS
 from svod.frontend.names import renamed
+from svod.frontend.nodes import walk
 from svod.frontend.phases import resolve, scalar_type
 from svod.frontend.temporaries import ALLOCATIONS
 
@@ -165,8 +166,8 @@ class _Fusion:
     @functools.cached_property
     def bindings(self) -> Counter[str]:
         """How many times the function binds each name, a parameter's binding by the call counted."""
-        stored = (n.id for n in ast.walk(self.function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-        return Counter([*stored, *(a.arg for a in ast.walk(self.function.args) if isinstance(a, ast.arg))])
+        stored = (n.id for n in walk(self.function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        return Counter([*stored, *(a.arg for a in walk(self.function.args) if isinstance(a, ast.arg))])
 
     @functools.cached_property
     def sizes(self) -> frozenset[str]:
@@ -231,7 +232,7 @@ class _Fusion:
     def independent(self, body: list[ast.stmt], variables: Sequence[str]) -> bool:
         """Whether the work items of ``body`` over ``variables`` touch distinct elements of what it writes, and
         its calls are pure (no draw, whose order would change)."""
-        calls = [n for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Call)]
+        calls = [n for stmt in body for n in walk(stmt) if isinstance(n, ast.Call)]
         return all(_pure(c, self.values) for c in calls) \
             and all(_apart(body, array, variables) for array in stored_arrays(body))
 
@@ -239,25 +240,25 @@ class _Fusion:
         """Whether no statement reads the value ``loop`` leaves in ``variable``: every other use of the name is
         inside a loop that binds it first (``for variable in ...``, its range not reading it) and is not around
         ``loop`` (whose variable, a host loop's, the kernel may not bind), and it is no parameter."""
-        if variable in {a.arg for a in ast.walk(self.function.args) if isinstance(a, ast.arg)}:
+        if variable in {a.arg for a in walk(self.function.args) if isinstance(a, ast.arg)}:
             return False
         skipped: set[int] = set()
-        for node in ast.walk(self.function):
+        for node in walk(self.function):
             if node is loop or (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
                                 and node.target.id == variable and variable not in names(node.iter)):
-                inside = {id(inner) for inner in ast.walk(node)}
+                inside = {id(inner) for inner in walk(node)}
                 if node is not loop and id(loop) in inside:
                     return False
                 skipped |= inside
         return not any(isinstance(n, ast.Name) and n.id == variable and id(n) not in skipped
-                       for n in ast.walk(self.function))
+                       for n in walk(self.function))
 
 
 def _values_read(*nodes: ast.expr) -> set[str]:
     """The names ``nodes`` read the values of: not an array whose shape alone they read (``x.shape[0]``)."""
-    shapes = {id(n.value) for node in nodes for n in ast.walk(node)
+    shapes = {id(n.value) for node in nodes for n in walk(node)
               if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim", "size") and isinstance(n.value, ast.Name)}
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in shapes}
+    return {n.id for node in nodes for n in walk(node) if isinstance(n, ast.Name) and id(n) not in shapes}
 
 
 def with_blocks(stmt: ast.For | ast.While | ast.If, rewrite: Callable[[list[ast.stmt]], list[ast.stmt]]) -> ast.stmt:
@@ -285,7 +286,7 @@ def _nest(stmt: ast.stmt | list[ast.stmt], values: Mapping[str, Any]) -> _Nest |
         return None
     assert isinstance(node, ast.For) and isinstance(stmt, ast.For)
     if any(isinstance(n, (*LEAVING, ast.For, ast.AsyncFor, ast.While, ast.With, ast.Try))
-           for inner in node.body for n in ast.walk(inner)):
+           for inner in node.body for n in walk(inner)):
         return None
     return _Nest(stmt, tuple(variables), tuple(ranges), node.body)
 

@@ -56,7 +56,7 @@ from svod.frontend.array_exprs import Emitter, Expr, Named, Scalar, Value, numpy
 from svod.frontend.draws import FUNCTIONS, Signature
 from svod.frontend.extents import Dim
 from svod.frontend.names import stored
-from svod.frontend.nodes import assign, call, code, constant, load, placed, stands_for, store
+from svod.frontend.nodes import assign, call, code, constant, copied, load, placed, stands_for, store, walk
 from svod.frontend.phases import Reader
 from svod.frontend.source import Source, refusal
 from svod.frontend.values import RandomFunction
@@ -167,7 +167,7 @@ class Draws:
         return out
 
     def statement(self, stmt: ast.stmt) -> list[ast.stmt]:
-        if not any(isinstance(n, ast.Call) and is_numpy_random(self.reader.resolve(n.func)) for n in ast.walk(stmt)):
+        if not any(isinstance(n, ast.Call) and is_numpy_random(self.reader.resolve(n.func)) for n in walk(stmt)):
             return [stmt]
         if self.reader.is_prange(stmt):
             return [self.kernel_code(stmt)]
@@ -210,7 +210,7 @@ class Draws:
                 return stands_for(ast.copy_location(ast.Call(load(ONE + callee.__name__), call_node.args,
                                                              call_node.keywords), call_node), call_node)
 
-        return stands_for(Rename().visit(copy.deepcopy(stmt)), stmt)
+        return stands_for(Rename().visit(copied(stmt)), stmt)
 
     def called(self, stmt: ast.Expr, node: ast.Call) -> list[ast.stmt]:
         """``np.random.<name>(...)`` as a statement: a seed; a shuffle, ``x[...] = permutation(x)``; a draw
@@ -222,8 +222,8 @@ class Draws:
             if len(node.args) != 1 or node.keywords:
                 raise self.refuse(node, "np.random.shuffle takes one array, x")
             operand = node.args[0]
-            permuted = ast.Call(load(f"{ARRAY}permutation"), [copy.deepcopy(operand)], [])
-            target = ast.Subscript(copy.deepcopy(operand), ast.Constant(...), ast.Store())
+            permuted = ast.Call(load(f"{ARRAY}permutation"), [copied(operand)], [])
+            target = ast.Subscript(copied(operand), ast.Constant(...), ast.Store())
             before, target = self.hoisted(target, stmt)
             return [*before, *placed([ast.Assign([target], ast.copy_location(permuted, node))], stmt)]
         dropped = self.fresh("v", f"the value of `{code(node, 40)}`")
@@ -260,7 +260,7 @@ class Draws:
         evaluation; ``whole``: ``node`` itself too, if it is such a draw."""
         before: list[ast.stmt] = []
         draws = self
-        root = copy.deepcopy(node)
+        root = copied(node)
 
         class Hoist(ast.NodeTransformer):
             def visit_Call(self, call_node: ast.Call) -> ast.AST:
@@ -298,7 +298,7 @@ class Draws:
                 self.generic_visit(call_node)
                 return draws.renamed(call_node)
 
-        return Rename().visit(copy.deepcopy(node))
+        return Rename().visit(copied(node))
 
     def renamed(self, node: ast.Call) -> ast.Call:
         """A call of ``np.random.<name>`` as svod names it (``ONE``, ``ARRAY``); any other call as it is."""
@@ -353,7 +353,7 @@ class Draws:
 
     def carried_statement(self, reader: Reader, stmt: ast.stmt) -> list[ast.stmt]:
         if _makes_array(stmt):
-            found = next(n for n in ast.walk(stmt) if _makes_array(n) and isinstance(n, ast.Call))
+            found = next(n for n in walk(stmt) if _makes_array(n) and isinstance(n, ast.Call))
             raise self.refuse(found, "svod makes an array of draws in an array statement of the function's own "
                                      "code (`x = np.random.random(n)`, `y = 2.0 * np.random.random(n)`), not here")
         if isinstance(stmt, ast.For) and reader.is_prange(stmt):
@@ -392,7 +392,7 @@ class Draws:
 
     def serial(self, stmt: ast.stmt) -> list[ast.stmt]:
         """Serial code that draws: the state resumed before it, read back after it."""
-        if any(isinstance(node, (ast.Break, ast.Continue, ast.Return)) for node in ast.walk(stmt)):
+        if any(isinstance(node, (ast.Break, ast.Continue, ast.Return)) for node in walk(stmt)):
             raise self.refuse(stmt, "a statement that draws a number on some paths only and leaves a loop or the "
                                     "function is not one svod carries the generator's state through; draw the "
                                     "number into a name first (`u = np.random.random()`)")
@@ -405,7 +405,7 @@ class Draws:
         written = isinstance(stmt.iter, ast.Call) and isinstance(stmt.iter.func, ast.Name) and \
             stmt.iter.func.id == "_svod_prange"
         if written:
-            found = next((n for n in ast.walk(stmt) if _draws_one(n) and isinstance(n, ast.Call)), None)
+            found = next((n for n in walk(stmt) if _draws_one(n) and isinstance(n, ast.Call)), None)
             if found is not None:
                 raise self.refuse(found, "an array expression draws this number on some paths only (in a branch "
                                          "of `a if c else b`, `and`, `or`); draw it into a name first "
@@ -426,7 +426,7 @@ def _known_before(reader: Reader) -> frozenset[str]:
     function = reader.source.node
     parameters = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
     assigned: dict[str, bool] = {}
-    for node in ast.walk(function):
+    for node in walk(function):
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
             continue
         for single in reader.unpacked(node) if isinstance(node, ast.Assign) else [node]:
@@ -466,19 +466,19 @@ def _one_number(node: ast.Call) -> bool:
 def _draws_one(node: ast.AST) -> bool:
     """Whether ``node`` draws a number or seeds as serial code (a call svod named ``ONE``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id.startswith(ONE)
-               for n in ast.walk(node))
+               for n in walk(node))
 
 
 def _makes_array(node: ast.AST) -> bool:
     """Whether ``node`` holds an array of draws that no array statement made an expression (``ARRAY``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id.startswith(ARRAY)
-               for n in ast.walk(node))
+               for n in walk(node))
 
 
 def _draws(reader: Reader, node: ast.AST) -> bool:
     """Whether ``node`` draws: a call svod named, or ``np.random``'s in a ``prange``."""
     return any(isinstance(n, ast.Call) and ((isinstance(n.func, ast.Name) and n.func.id.startswith("_svod_random_"))
-                                            or is_numpy_random(reader.resolve(n.func))) for n in ast.walk(node))
+                                            or is_numpy_random(reader.resolve(n.func))) for n in walk(node))
 
 
 # ---- arrays of draws, as array expressions ---------------------------------------------------------------------
@@ -498,7 +498,7 @@ class Drawn(Expr):
         for at, size in zip(index, self.shape, strict=True):
             linear = at if linear is None else ast.BinOp(ast.BinOp(linear, ast.Mult(), constant(size)), ast.Add(), at)
         return call(f"{DRAW}{self.kind}", load(KEY), load(LAUNCH), load(self.stream), linear or constant(0),
-                    *(copy.deepcopy(a) for a in self.arguments))
+                    *(copied(a) for a in self.arguments))
 
 
 class Rewriter(Protocol):
@@ -576,7 +576,7 @@ def _arguments(rewriter: Rewriter, node: ast.Call, callee: ArrayDraw) -> tuple[t
         value = rewriter.value(given[parameter])
         if not isinstance(value, Scalar):
             raise rewriter.refuse(node, f"{usage} takes a number as {parameter} in a jitted function, not an array")
-        values.append(copy.deepcopy(value.node))
+        values.append(copied(value.node))
     if name == "randint":  # randint(high): from 0
         low, high = values
         values = [constant(0), low] if isinstance(high, ast.Constant) and high.value is None else [low, high]
@@ -591,9 +591,9 @@ def _before_the_run(rewriter: Rewriter, node: ast.Call, value: ast.expr, callee:
     """Refuse ``value`` (an array of draws' size, a permutation's count) where the host cannot know it before
     the run: it reads an array's element, or a name the function computes as it runs (from an element, a loop's
     variable)."""
-    bound = {n.id for n in ast.walk(rewriter.reader.source.node) if isinstance(n, ast.Name)
+    bound = {n.id for n in walk(rewriter.reader.source.node) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)} | {a.arg for a in rewriter.reader.source.node.args.args}
-    unknown = sorted(n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in bound
+    unknown = sorted(n.id for n in walk(value) if isinstance(n, ast.Name) and n.id in bound
                      and n.id not in callee.known and n.id not in rewriter.arrays)  # (an array's shape is known)
     if unknown or not rewriter.reader.pure(value):
         why = f"{unknown[0]} is computed as the function runs" if unknown else "it reads an array's element"
@@ -606,8 +606,8 @@ def _on_host(rewriter: Rewriter, node: ast.expr) -> Any:
     for itself with its shape (a temporary's too)."""
     arrays = {name: np.broadcast_to(np.zeros((), e.dtype), extents.numbers(e.shape))
               for name, e in rewriter.arrays.items() if extents.is_static(e.shape)}
-    expression = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
-    rewriter.sampled |= rewriter.origins_of({n.id for n in ast.walk(node) if isinstance(n, ast.Name)})
+    expression = ast.fix_missing_locations(ast.Expression(copied(node)))
+    rewriter.sampled |= rewriter.origins_of({n.id for n in walk(node) if isinstance(n, ast.Name)})
     return eval(compile(expression, rewriter.reader.source.file, "eval"), rewriter.outer,  # the user's code
                 {**arrays, **rewriter.host})
 
@@ -623,7 +623,7 @@ def _shape(rewriter: Rewriter, node: ast.Call, size: ast.expr, callee: ArrayDraw
     shape = value if isinstance(value, tuple) else (value,)
     if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
         raise rewriter.refuse(node, f"an array of draws has a shape of non-negative ints, not {value!r}")
-    rewriter.read |= {n.id for n in ast.walk(size) if isinstance(n, ast.Name)} & set(rewriter.host)
+    rewriter.read |= {n.id for n in walk(size) if isinstance(n, ast.Name)} & set(rewriter.host)
     return tuple(int(d) for d in shape)
 
 
@@ -664,7 +664,7 @@ def _permutation(rewriter: Rewriter, node: ast.Call, callee: ArrayDraw) -> Value
     rewriter.arrays[order] = Named((count,), np.dtype(np.intp), order)
     if not isinstance(value, Expr):
         return rewriter.arrays[order]
-    return rewriter.value(ast.copy_location(ast.Subscript(copy.deepcopy(operand), load(order), ast.Load()), node))
+    return rewriter.value(ast.copy_location(ast.Subscript(copied(operand), load(order), ast.Load()), node))
 
 
 __all__ = ["ARRAY", "ArrayDraw", "DRAW", "Drawn", "Draws", "ONE", "STATE", "array_value", "is_numpy_random", "names"]

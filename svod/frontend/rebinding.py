@@ -31,6 +31,7 @@ import numpy as np
 from svod.frontend.array_exprs import Expr, Named, Value, Viewed
 from svod.frontend.array_shapes import viewed_by
 from svod.frontend.names import loaded, renamed
+from svod.frontend.nodes import walk
 
 
 class Bindings:
@@ -127,7 +128,7 @@ class Bindings:
             return None, (f"{name} is a new array in every turn of a loop around phases, and another name views it: "
                           f"make it once before the loop (`{name} = np.empty(...)`) and assign into it "
                           f"(`{name}[...] = ...`)")
-        holders = [node.targets[0] for node in ast.walk(function) if isinstance(node, ast.Assign) and
+        holders = [node.targets[0] for node in walk(function) if isinstance(node, ast.Assign) and
                    len(node.targets) == 1 and isinstance(node.value, ast.Name) and node.value.id == name]
         holder = next((h for h in holders if isinstance(h, ast.Name) and not h.id.startswith("_svod_")), None)
         what = self.described.get(name, "an array a called function makes")
@@ -162,7 +163,7 @@ def _part_of(value: ast.expr) -> bool:
 def _written_in_place(function: ast.FunctionDef, names: set[str]) -> bool:
     """Whether ``function`` writes into any of ``names``' arrays (``x[...] = ...``, ``x += ...``): where two of
     its names hold one array, the write shows through both in Python, and a copy would not see it."""
-    for node in ast.walk(function):
+    for node in walk(function):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
             if isinstance(node, ast.AugAssign) else []
         for written in targets:
@@ -258,7 +259,7 @@ def viewed_names(function: ast.FunctionDef) -> set[str]:
     """The names whose value another name may be bound to whole or as a view (``q = p``, ``v = p[1:]``,
     ``t = p.T``, ``a, b = p, q``; not ``p = p[1:]``, after which no other name holds ``p``'s array)."""
     found: set[str] = set()
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
             itself = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]

@@ -27,7 +27,7 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from svod.frontend.nodes import placed, stands_for
+from svod.frontend.nodes import copied, placed, stands_for, walk
 
 FLAG = "svod_flag"
 """The attribute of an assignment of a flag: the reader of a jitted function runs it where it stands (a phase),
@@ -46,7 +46,7 @@ class Returned:
 
 def returns_of(body: Sequence[ast.stmt]) -> Returned:
     """Whether every way through ``body`` returns a value, and whether no return gives one."""
-    returns = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Return)]
+    returns = [n for s in body for n in walk(s) if isinstance(n, ast.Return)]
     valued = [r for r in returns if r.value is not None and not _none(r.value)]
     return Returned(_always_returns(body) and len(valued) == len(returns), not valued)
 
@@ -136,7 +136,7 @@ class _ReturnRewriter:
 
 
 def _returns(stmts: Sequence[ast.stmt]) -> bool:
-    return any(isinstance(n, ast.Return) for s in stmts for n in ast.walk(s))
+    return any(isinstance(n, ast.Return) for s in stmts for n in walk(s))
 
 
 def _always_returns(stmts: Sequence[ast.stmt]) -> bool:
@@ -157,7 +157,7 @@ def _flag(name: str, value: int, at: ast.AST | None) -> ast.stmt:
 
 def _stored(target: ast.expr) -> ast.expr:
     """A fresh copy of an assignment's ``target`` (each assignment its own nodes)."""
-    return copy.deepcopy(target)
+    return copied(target)
 
 
 def _zero(target: ast.expr) -> ast.expr:
@@ -175,7 +175,7 @@ def _unflagged(stmts: list[ast.stmt], flag: str) -> list[ast.stmt]:
             return None if getattr(node, FLAG, False) and _assigns(node, flag) else node
 
     made = [s for s in (Drop().visit(s) for s in stmts) if s is not None]
-    for node in (n for s in made for n in ast.walk(s)):  # a body the dropping emptied holds a pass
+    for node in (n for s in made for n in walk(s)):  # a body the dropping emptied holds a pass
         if isinstance(node, (ast.If, ast.For, ast.While)) and not node.body:
             node.body = placed([ast.Pass()], node)
     return made

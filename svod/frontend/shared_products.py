@@ -29,7 +29,6 @@ run their course, and both sizes are numbers.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,7 @@ from svod.frontend.accumulations import names, stored_arrays
 from svod.frontend.array_exprs import numpy
 from svod.frontend.names import renamed
 from svod.frontend.nest_fusion import Limits, allocation, is_prange, with_blocks
-from svod.frontend.nodes import assign, call, constant, for_loop, load, store, subscript
+from svod.frontend.nodes import assign, call, constant, copied, for_loop, load, store, subscript
 from svod.frontend.phases import resolve, scalar_type
 
 ROWS_PER_BLOCK = 64
@@ -119,21 +118,21 @@ class _Sharing:
         per = max(ROWS_PER_BLOCK, -(-rows // (BLOCKS_PER_THREAD * self.threads)))
         blocks = -(-rows // per)
         part, b, i, j, acc = (self.fresh(stem) for stem in ("part", "b", "i", "j", "acc"))
-        allocated = call(numpy("empty"), constant((blocks, columns)), copy.deepcopy(column.zero.func))
+        allocated = call(numpy("empty"), constant((blocks, columns)), copied(column.zero.func))
         first = ast.BinOp(load(b), ast.Mult(), constant(per))
-        span = call("range", first, call("min", ast.BinOp(copy.deepcopy(first), ast.Add(), constant(per)),
+        span = call("range", first, call("min", ast.BinOp(copied(first), ast.Add(), constant(per)),
                                          constant(rows)))
         partial = subscript(part, [load(b), load(j)], ast.Store())
         sweep = for_loop(j, call("range", constant(columns)), [
             ast.AugAssign(store(row.acc), ast.Add(), renamed(row.term, {row.inner: j, row.variable: i})),
             ast.AugAssign(partial, ast.Add(), renamed(column.term, {column.inner: i, column.variable: j}))])
-        block_rows = for_loop(i, span, [assign(row.acc, copy.deepcopy(row.zero)), sweep,
+        block_rows = for_loop(i, span, [assign(row.acc, copied(row.zero)), sweep,
                                         _stored(row, i, load(row.acc))])
-        cleared = for_loop(j, call("range", constant(columns)), [assign(copy.deepcopy(partial),
-                                                                        copy.deepcopy(column.zero))])
+        cleared = for_loop(j, call("range", constant(columns)), [assign(copied(partial),
+                                                                        copied(column.zero))])
         passing = for_loop(b, _prange(row, blocks), [cleared, block_rows])
         summing = for_loop(j, _prange(column, columns), [
-            assign(acc, copy.deepcopy(column.zero)),
+            assign(acc, copied(column.zero)),
             for_loop(b, call("range", constant(blocks)),
                      [ast.AugAssign(store(acc), ast.Add(), subscript(part, [load(b), load(j)]))]),
             _stored(column, j, load(acc))])
@@ -218,7 +217,7 @@ def _number(args: Sequence[ast.expr]) -> int | None:
 def _prange(product: _Product, extent: int) -> ast.Call:
     """``prange(extent)``, spelled as the product's nest spells it."""
     assert isinstance(product.statement.iter, ast.Call)
-    return ast.Call(copy.deepcopy(product.statement.iter.func), [constant(extent)], [])
+    return ast.Call(copied(product.statement.iter.func), [constant(extent)], [])
 
 
 def _stored(product: _Product, at: str, total: ast.expr) -> ast.stmt:

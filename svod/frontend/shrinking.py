@@ -37,7 +37,6 @@ at the length before the mask shortened it.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ from svod.frontend import extents
 from svod.frontend.array_exprs import Emitter, Expr, Fused, Named, Value, Viewed, base_name, computes
 from svod.frontend.array_loops import RUN_LENGTH, carries_length
 from svod.frontend.extents import Dim, node_of
-from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
+from svod.frontend.nodes import assign, call, constant, copied, for_loop, load, placed, subscript, walk
 from svod.frontend.rebinding import Bindings
 
 
@@ -321,11 +320,11 @@ class Shrinking:
             taken = [*stores, counted]
         start = ast.BinOp(load(block), ast.Mult(), load(per))
         turns = call("min", constant(blocks.per), call("min", load(per), ast.BinOp(load(length), ast.Sub(), start)))
-        walk = for_loop(turn, call("range", turns), [
+        sweep = for_loop(turn, call("range", turns), [
             assign(at, ast.BinOp(start, ast.Add(), load(turn))), *out.statements, ast.If(kept, taken, [])])
         begun = assign(first, placed_at if moves is not None else constant(0))
         end = [] if moves is not None else [assign(placed_at, load(first))]
-        return for_loop(block, call("_svod_prange", constant(blocks.count)), [begun, walk, *end])
+        return for_loop(block, call("_svod_prange", constant(blocks.count)), [begun, sweep, *end])
 
     # ---- what the code written by hand reads ---------------------------------------------------------------
 
@@ -360,7 +359,7 @@ class Shrinking:
                     return ast.copy_location(made, node)
                 return self.generic_visit(node)
 
-        made = Lengths().visit(copy.deepcopy(stmt))
+        made = Lengths().visit(copied(stmt))
         assert isinstance(made, ast.stmt)  # (a statement's replacement is one)
         made = ast.fix_missing_locations(made)
         self.elements_checked(made, dict(self.counting_loops))
@@ -478,7 +477,7 @@ def _counting(loop: ast.For) -> str | None:
             it.args[0].id.startswith("_svod_len") and not it.keywords):
         return None
     if any(isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Store)
-           for stmt in loop.body for n in ast.walk(stmt)):
+           for stmt in loop.body for n in walk(stmt)):
         return None
     return it.args[0].id
 
@@ -514,8 +513,8 @@ def _written_before(body: Sequence[ast.stmt], at: ast.stmt, name: str) -> bool:
     made for its effect that reads it, it as a call's output (a positional argument after the first, ``out=``),
     a method of it but those that read it only. Conservative: a call reading it there may be refused too."""
     for stmt in body[:body.index(at)]:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Expr) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)):
+        for node in walk(stmt):
+            if isinstance(node, ast.Expr) and any(isinstance(n, ast.Name) and n.id == name for n in walk(node)):
                 return True
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
                 return True
@@ -523,7 +522,7 @@ def _written_before(body: Sequence[ast.stmt], at: ast.stmt, name: str) -> bool:
                     _base(node) == name:
                 return True
             if isinstance(node, ast.Call) and (any(_base(a) == name for a in node.args[1:]) or any(
-                    k.arg == "out" and name in {_base(v) for v in ast.walk(k.value)} for k in node.keywords) or
+                    k.arg == "out" and name in {_base(v) for v in walk(k.value)} for k in node.keywords) or
                     (isinstance(node.func, ast.Attribute) and _base(node.func.value) == name and
                      node.func.attr not in _READERS)):
                 return True

@@ -24,7 +24,7 @@ from svod.frontend.array_loops import RUN_LENGTH
 from svod.frontend.array_stats import ArrayStatistics
 from svod.frontend.extents import Dim, node_of
 from svod.frontend.names import written
-from svod.frontend.nodes import assign, constant, load, placed
+from svod.frontend.nodes import assign, constant, load, placed, walk
 from svod.frontend.phases import Reader
 
 
@@ -56,7 +56,7 @@ class SliceBounds(ArrayStatistics):
         local of the work item, before the statement (and read again by the statements after it that slice
         alike, where it stands at the top of the loop's body)."""
         if isinstance(value, int) or not self.work or \
-                not any(isinstance(n, ast.Subscript) for n in ast.walk(value.node())):
+                not any(isinstance(n, ast.Subscript) for n in walk(value.node())):
             return value
         known, depth = self.held_bounds
         if self.level == depth and value in known:
@@ -252,7 +252,7 @@ class SliceBounds(ArrayStatistics):
             raise self.refuse(node, f"a slice's bound reads {array}, which the prange loop around it writes: svod "
                                     "reads such a bound from an array the loop leaves as it is")
         limits = np.iinfo(dtype)
-        names = frozenset(n.id for n in ast.walk(element) if isinstance(n, ast.Name))
+        names = frozenset(n.id for n in walk(element) if isinstance(n, ast.Name))
         return extents.atom(f"read:{ast.dump(element)}", element, int(limits.min), int(limits.max), names)
 
     def bound_part(self, node: ast.expr, whole: ast.expr) -> Dim:
@@ -275,7 +275,7 @@ class SliceBounds(ArrayStatistics):
             if not required:
                 return None
             raise self.refuse(node, "a slice's bounds are integers")
-        self.read |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(self.host)
+        self.read |= {n.id for n in walk(node) if isinstance(n, ast.Name)} & set(self.host)
         return int(value)
 
 
@@ -305,7 +305,7 @@ def _assigns(body: Sequence[ast.stmt], name: str) -> bool:
     """Whether ``body`` assigns ``name`` (then a loop's variable holds what the body gives it, not the loop's
     value)."""
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-               for stmt in body for n in ast.walk(stmt))
+               for stmt in body for n in walk(stmt))
 
 
 def _reads_name(value: Expr, name: str) -> bool:
@@ -313,4 +313,4 @@ def _reads_name(value: Expr, name: str) -> bool:
     out = Emitter(itertools.count())
     element = value.element([load(f"_svod_p{k}") for k in range(len(value.shape))], out)
     nodes = [element, *out.statements, *(node_of(d) for d in value.shape)]
-    return any(isinstance(n, ast.Name) and n.id == name for node in nodes for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id == name for node in nodes for n in walk(node))

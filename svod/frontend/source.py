@@ -13,7 +13,7 @@ from typing import Any
 
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError, VariableError
-from svod.frontend.nodes import code
+from svod.frontend.nodes import code, walk
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
 from svod.ir.uop import memory_of
@@ -144,8 +144,8 @@ class Source:
     def outer_names(self) -> dict[str, Any]:
         """The globals and closure a name the function computes on the host may read: those the function does
         not bind itself (a module's ``k = 0`` is not the function's loop variable ``k``)."""
-        bound = {a.arg for a in ast.walk(self.node.args) if isinstance(a, ast.arg)}
-        bound |= {n.id for n in ast.walk(self.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        bound = {a.arg for a in walk(self.node.args) if isinstance(a, ast.arg)}
+        bound |= {n.id for n in walk(self.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         return {name: value for name, value in self.names.items() if name not in bound}
 
 

@@ -6,13 +6,12 @@ host makes before the run and a kernel fills where the statement stands.
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 from svod.errors import KernelSyntaxError
 from svod.frontend.names import stored
-from svod.frontend.nodes import assign, call, constant, for_loop, load, placed, subscript
+from svod.frontend.nodes import assign, call, constant, copied, for_loop, load, placed, subscript
 from svod.frontend.source import Source, refusal
 
 ALLOCATIONS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like")
@@ -54,10 +53,10 @@ class Temporary:
         assert fill is not None
         if allocation_kind(self.call) in LITERALS:
             return placed([assign(subscript(self.name, [constant(k) for k in at] or [constant(0)]),
-                                  copy.deepcopy(number)) for at, number in literal_numbers(fill)], self.statement)
+                                  copied(number)) for at, number in literal_numbers(fill)], self.statement)
         indices = [f"_svod_i{axis}" for axis in range(ndim)]
         target = subscript(self.name, [load(index) for index in indices] or [constant(0)])
-        nest: list[ast.stmt] = [assign(target, copy.deepcopy(fill))]
+        nest: list[ast.stmt] = [assign(target, copied(fill))]
         for axis, index in reversed(list(enumerate(indices))):  # for _svod_i0 in prange(name.shape[0]): ...
             size = ast.Subscript(ast.Attribute(load(self.name), "shape", ast.Load()), constant(axis), ast.Load())
             nest = [for_loop(index, call("_svod_prange", size), nest)]

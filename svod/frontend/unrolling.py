@@ -30,7 +30,6 @@ run's: the array rewriting asks only of one around array statements or plan step
 from __future__ import annotations
 
 import ast
-import copy
 import operator
 from collections.abc import Callable, Container, Sequence
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from svod.frontend.host_values import names
-from svod.frontend.nodes import assign, constant, placed
+from svod.frontend.nodes import assign, constant, copied, placed, walk
 from svod.frontend.phases import Reader
 
 UNROLLED_TURNS = 64
@@ -62,7 +61,7 @@ def unrolled(stmt: ast.stmt, reader: Reader, host: Callable[[ast.expr], Any]) ->
         return None
     written: list[ast.stmt] = []
     for turn in turns:
-        written += [_Substituted(name, turn).visit(copy.deepcopy(s)) for s in stmt.body]
+        written += [_Substituted(name, turn).visit(copied(s)) for s in stmt.body]
     return [*written, *placed([assign(name, constant(turns[-1]))], stmt)] if turns else written
 
 
@@ -83,7 +82,7 @@ def decided(stmt: ast.If, made_for: set[str], outer: Container[str], host: Calla
     nothing (a call could have an effect), and computes a number on the ``host``; else None."""
     unknown = any(name not in made_for and name not in outer for name in names(stmt.test))
     if unknown or any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda, ast.comprehension))
-                      for n in ast.walk(stmt.test)):
+                      for n in walk(stmt.test)):
         return None
     try:
         value = host(stmt.test)
@@ -99,13 +98,13 @@ def _shapes_read(body: Sequence[ast.stmt], name: str, reader: Reader) -> bool:
     what reads it."""
     dependent = {name}
     while True:
-        more = {t.id for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.Assign)
+        more = {t.id for stmt in body for node in walk(stmt) if isinstance(node, ast.Assign)
                 and _reads(node.value, dependent) for t in node.targets if isinstance(t, ast.Name)} - dependent
         if not more:
             break
         dependent |= more
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Call) and any(_reads(shape, dependent) for shape in _shapes(node, reader)):
                 return True
     return False
@@ -124,13 +123,13 @@ def _shapes(call: ast.Call, reader: Reader) -> list[ast.expr]:
 
 
 def _reads(node: ast.expr, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id in names for n in walk(node))
 
 
 def _leaves_or_assigns(body: Sequence[ast.stmt], name: str) -> bool:
     """Whether ``body`` may leave a turn early, or assigns ``name``."""
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, (ast.Break, ast.Continue, ast.Return)):
                 return True
             if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
