@@ -4,7 +4,7 @@ of the user's each stands for.
 
 ``placed(statements, at)`` puts svod's own nodes at the line of the user's statement ``at`` and marks them
 with it: an error about one of them shows the user's code (``shown``), not svod's names (``_svod_a0``).
-A node of the user's inside them (a scalar of the statement, deep-copied) keeps its own place and shows itself.
+A node of the user's inside them (a scalar of the statement, copied) keeps its own place and shows itself.
 """
 
 from __future__ import annotations
@@ -70,14 +70,18 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
     ``ast.iter_child_nodes``."""
     todo = deque([node])
     while todo:
-        node = todo.popleft()
-        for name in node._fields:
-            value = getattr(node, name, None)
+        found = todo.popleft()
+        for name in found._fields:
+            value = getattr(found, name, None)
             if isinstance(value, ast.AST):
                 todo.append(value)
             elif isinstance(value, list):
                 todo.extend([item for item in value if isinstance(item, ast.AST)])
-        yield node
+        yield found
+
+
+_BODIES = ("body", "handlers", "orelse", "finalbody", "cases")
+"""The fields that hold statements (or a handler's or case's, which hold them), in the order ``ast`` lists them."""
 
 
 def statements_in(stmt: ast.stmt) -> Iterator[ast.stmt]:
@@ -85,22 +89,20 @@ def statements_in(stmt: ast.stmt) -> Iterator[ast.stmt]:
     no statement stands): a branch's and a loop's bodies, a ``try``'s handlers, a ``match``'s cases."""
     todo: deque[ast.AST] = deque([stmt])
     while todo:
-        node = todo.popleft()
+        found = todo.popleft()
         for name in _BODIES:
-            todo.extend(getattr(node, name, ()))
-        if isinstance(node, ast.stmt):
-            yield node
-
-
-_BODIES = ("body", "handlers", "orelse", "finalbody", "cases")
-"""The fields that hold statements (or a handler's or case's, which hold them), in the order ``ast`` lists them."""
+            todo.extend(getattr(found, name, ()))
+        if isinstance(found, ast.stmt):
+            yield found
 
 
 def copied(node: _Node) -> _Node:
-    """A copy of ``node``'s tree as ``copy.deepcopy`` makes it (a part that stands twice in it stands twice in the
-    copy), at a fraction of its cost: what is not a node is shared, not copied, and so is svod's note of the user's
-    node an error shows (``SHOWN``), which is the user's node itself, not a part of this tree."""
-    made: dict[int, ast.AST] = {}
+    """A copy of ``node``'s tree as ``copy.deepcopy`` makes it (a node or a list of them that stands twice in it
+    stands twice in the copy), at a fraction of its cost: what is not a node is shared, not copied, and so is
+    svod's note of the user's node an error shows (``SHOWN``). That note is the user's node as the user wrote it:
+    an error about the copy quotes the user's code even where svod rewrites the copy later (unrolls a loop's
+    bound), where a deep copy of the note would quote the rewriting."""
+    made: dict[int, Any] = {}
 
     def copy_of(original: ast.AST) -> ast.AST:
         twin = made.get(id(original))
@@ -112,8 +114,14 @@ def copied(node: _Node) -> _Node:
                 if isinstance(value, ast.AST):
                     state[name] = copy_of(value)
                 elif isinstance(value, list):
-                    state[name] = [copy_of(item) if isinstance(item, ast.AST) else item for item in value]
+                    state[name] = list_of(value)
             twin.__dict__.update(state)
+        return twin
+
+    def list_of(original: list[Any]) -> list[Any]:
+        twin = made.get(id(original))
+        if twin is None:
+            twin = made[id(original)] = [copy_of(item) if isinstance(item, ast.AST) else item for item in original]
         return twin
 
     return copy_of(node)  # type: ignore[return-value]  # (a copy is of its original's class)
@@ -153,7 +161,8 @@ def placed(statements: Sequence[_Node], at: ast.AST) -> list[_Node]:
 def _location(at: ast.AST) -> dict[str, Any]:
     """The place ``ast.copy_location`` gives a node of ``at``'s (a statement's or an expression's)."""
     return {attr: getattr(at, attr, None) for attr in ("lineno", "col_offset", "end_lineno", "end_col_offset")
-            if getattr(at, attr, None) is not None or (attr.startswith("end_") and hasattr(at, attr))}
+            if attr in at._attributes
+            and (getattr(at, attr, None) is not None or (attr.startswith("end_") and hasattr(at, attr)))}
 
 
 def stands_for(node: _Node, at: ast.AST) -> _Node:

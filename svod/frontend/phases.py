@@ -511,7 +511,7 @@ class Reader:
                     return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args, node.keywords), node)
                 return node
 
-        return ast.fix_missing_locations(Sequential().visit(_copy(stmt)))
+        return ast.fix_missing_locations(Sequential().visit(copied(stmt)))
 
     def parallel(self, phase: Phase) -> bool:
         return any(self.is_prange(s) for s in phase.statements)
@@ -684,10 +684,6 @@ subclasses)."""
 
 def _parameters(function: ast.FunctionDef) -> list[str]:
     return [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]
-
-
-def _copy(node: ast.stmt) -> ast.stmt:
-    return copied(node)
 
 
 def _nodes(item: Item) -> list[ast.AST]:

@@ -28,6 +28,11 @@ finally:
     for i in range(3):
         while i:
             pass
+try:
+    pass
+except* KeyError:
+    class Inner:
+        e[4] = 5
 match q:
     case [x, *rest] if x:
         d[3] = (y := 4)
@@ -41,19 +46,16 @@ async def later():
 """
 
 
-def trees() -> list[ast.Module]:
-    return [ast.parse(path.read_text()) for path in SOURCES] + [ast.parse(ODD_STATEMENTS)]
+TREES = [ast.parse(path.read_text()) for path in SOURCES] + [ast.parse(ODD_STATEMENTS)]
 
 
 def test_walk_visits_what_ast_walk_does_in_its_order():
-    for tree in trees():
-        expected, found = list(ast.walk(tree)), list(walk(tree))
-        assert len(found) == len(expected)
-        assert all(a is b for a, b in zip(found, expected, strict=True))
+    for tree in TREES:
+        assert all(a is b for a, b in zip(walk(tree), ast.walk(tree), strict=True))
 
 
 def test_statements_in_are_ast_walks_statements_in_its_order():
-    for tree in trees():
+    for tree in TREES:
         for stmt in tree.body:
             expected = [node for node in ast.walk(stmt) if isinstance(node, ast.stmt)]
             found = list(statements_in(stmt))
@@ -61,7 +63,7 @@ def test_statements_in_are_ast_walks_statements_in_its_order():
 
 
 def test_a_copy_is_deepcopys_with_no_node_of_the_original():
-    for tree in trees()[:8] + trees()[-1:]:
+    for tree in TREES[:8] + TREES[-1:]:
         made = copied(tree)
         assert ast.dump(made, include_attributes=True) == ast.dump(copy.deepcopy(tree), include_attributes=True)
         originals = {id(node) for node in ast.walk(tree)}
@@ -79,9 +81,18 @@ def test_a_copy_keeps_a_part_that_stands_twice_shared_and_the_user_node_it_shows
     assert shown(twin) is user  # the user's node itself, not a copy of it
 
 
+def test_a_copy_keeps_a_list_that_stands_twice_shared():
+    """``copy.copy`` of a statement shares its lists with it: a copy of both keeps them one list, as a deep copy
+    does, so that a rewriting of one in place is the other's too."""
+    loop = ast.parse("while c:\n    a[0] = 1\nelse:\n    b[0] = 2").body[0]
+    twin = copied(ast.Module([loop, copy.copy(loop)], []))
+    assert twin.body[0].orelse is twin.body[1].orelse and twin.body[0].body is twin.body[1].body
+    assert twin.body[0].orelse is not loop.orelse
+
+
 @pytest.mark.parametrize("column", [0, 4])
 def test_placed_puts_svods_nodes_at_the_users_statement_and_copies_a_node_standing_twice(column):
-    user = ast.parse(" " * column + "z = w * 2" if column == 0 else f"if c:\n{' ' * column}z = w * 2").body[-1]
+    user = ast.parse("z = w * 2" if column == 0 else f"if c:\n{' ' * column}z = w * 2").body[-1]
     at = user if column == 0 else user.body[0]
     part = ast.BinOp(load("w"), ast.Mult(), ast.Constant(2))
     kept = ast.parse("v").body[0].value  # a user's node: it keeps its own place
