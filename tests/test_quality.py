@@ -97,3 +97,24 @@ def test_no_module_of_the_package_is_over_the_most_lines():
                for path in sorted((ROOT / "svod").rglob("*.py"))}
     over = {path: count for path, count in lengths.items() if count > MAX_LINES}
     assert over == {}
+
+
+SLOW_TREE_CALLS = {("ast", "walk"): "svod.frontend.nodes.walk", ("copy", "deepcopy"): "svod.frontend.nodes.copied"}
+"""The calls the front end makes through its own helpers: each reads or copies a tree in a fraction of the time,
+which is most of what the front end does (the helpers' module is the one place that names the originals)."""
+
+
+def _slow_tree_calls(source: str) -> list[str]:
+    return [f"{node.lineno}: {node.func.value.id}.{node.func.attr}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and (node.func.value.id, node.func.attr) in SLOW_TREE_CALLS]
+
+
+def test_the_front_end_walks_and_copies_trees_with_its_own_helpers():
+    assert _slow_tree_calls("import ast, copy\nast.walk(t)\nx = copy.deepcopy(ast.parse(''))\nast.dump(t)\n") == [
+        "2: ast.walk", "3: copy.deepcopy"]
+    helpers = ROOT / "svod" / "frontend" / "nodes.py"
+    paths = sorted(path for path in (ROOT / "svod" / "frontend").rglob("*.py") if path != helpers)
+    assert len(paths) > 50
+    found = [f"{path.relative_to(ROOT)}:{call}" for path in paths for call in _slow_tree_calls(path.read_text())]
+    assert found == []
