@@ -184,14 +184,9 @@ class PartsProgram(ProgramBase):
             raise
         try:
             if memory.recorded():
-                self.check(memory.handles, values)
-        except (IndexOutOfBoundsError, RequirementError):
-            self._give(memory)  # the check read, and cleared, every record before raising
-            raise
-        except BaseException:
-            memory.free()  # a check stopped part way (an interrupt) may leave a record set
-            raise
-        self._give(memory)
+                self.check(memory, values)
+        finally:  # the check clears every record, also where an interrupt stops it
+            self._give(memory)
 
     def launches(self, memory: OwnMemory) -> list[tuple[Part, Any, tuple[tuple[int, int], ...] | None]]:
         """Each part with its launch bound to ``memory`` once, and where in that launch's arguments each of the
@@ -230,11 +225,16 @@ class PartsProgram(ProgramBase):
         else:
             memory.free()
 
-    def check(self, handles: Mapping[int, Any], values: Mapping[str, int]) -> None:
+    def check(self, memory: OwnMemory, values: Mapping[str, int]) -> None:
         """Raise ``IndexOutOfBoundsError`` for the first buffer the status records a failure for, else
         ``RequirementError`` for the first requirement recorded failed; every record is cleared first, so none
-        is left standing to fail the next run."""
-        failures = [self._out_of_bounds(handles, values), self._required(handles)]
+        is left standing to fail the next run that uses ``memory`` (where an interrupt stops the reading, all
+        of them are)."""
+        try:
+            failures = [self._out_of_bounds(memory.handles, values), self._required(memory.handles)]
+        except BaseException:
+            memory.clear_records()
+            raise
         failure = next((f for f in failures if f is not None), None)
         if failure is not None:
             raise failure
@@ -326,12 +326,5 @@ class PartsLaunch:
         return self.memory.recorded()
 
     def check(self) -> None:
-        if not self.memory.recorded():
-            return
-        try:
-            self.program.check(self.memory.handles, self.values)
-        except (IndexOutOfBoundsError, RequirementError):
-            raise  # (read, and cleared, every record first)
-        except BaseException:
-            self.memory.clear_records()  # the plan's next run must not raise what this one recorded
-            raise
+        if self.memory.recorded():
+            self.program.check(self.memory, self.values)

@@ -100,16 +100,16 @@ def test_a_packed_matmul_of_variable_sizes_has_a_copy_as_large_as_each_call_need
 
 def test_a_check_an_interrupt_stops_leaves_its_records_to_no_later_call(monkeypatch):
     """An interrupt (a KeyboardInterrupt, a signal handler's exception) that stops the check of a run that
-    recorded a failure, before it read and cleared every record: that call's buffers are not kept, so the next
-    call, in bounds, does not raise its failure."""
+    recorded a failure, before it read and cleared every record: the check clears them as the interrupt goes
+    on, so the next call, in bounds, does not raise its failure."""
     device = svod.get_device("CPU")
     assert _call(device, SIZE + 1) == "out of bounds"
 
-    def interrupted(self, handles, values):  # the interrupt arrives as the check begins
+    def interrupted(self, handles, values):  # the interrupt arrives as the check reads the status
         monkeypatch.undo()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(PartsProgram, "check", interrupted)
+    monkeypatch.setattr(PartsProgram, "_out_of_bounds", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _call(device, SIZE + 2)
     assert [_call(device, n) for n in (3, SIZE, SIZE + 1, 4)] == [_expected(n) for n in (3, SIZE, SIZE + 1, 4)]
@@ -134,7 +134,7 @@ def test_a_plans_check_an_interrupt_stops_leaves_its_records_to_no_later_run(mon
         monkeypatch.undo()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(PartsProgram, "check", interrupted)
+    monkeypatch.setattr(PartsProgram, "_out_of_bounds", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _sum_first_of(x, SIZE + 2)
     assert _sum_first_of(x, 4) == 6.0 and _sum_first_of(x, SIZE) == float(x.sum())
