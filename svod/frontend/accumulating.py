@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from svod.errors import SvodError
 from svod.frontend import pylang
 from svod.frontend.accumulations import (
-    assigned,
     fused,
     held,
     in_range_loop,
@@ -23,6 +22,7 @@ from svod.frontend.accumulations import (
     stored_arrays,
 )
 from svod.frontend.loops import Loops
+from svod.frontend.names import stored
 from svod.frontend.values import BUILTINS, ArrayValue, ComplexArray, MathFunction, Undefined, is_number
 from svod.ir import UOp
 from svod.ir.uop import memory_of
@@ -98,7 +98,7 @@ class Accumulating(Loops):
         stmt = body[start] if stmt is None else stmt
         swapped = interchanged(stmt)
         if swapped is None or not self._apart([swapped], stored_arrays([swapped])) \
-                or not self._unread_after(assigned([stmt]), body, start, end):
+                or not self._unread_after(stored([stmt]), body, start, end):
             return stmt
         return swapped
 

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from svod.dtype import DType
+from svod.frontend.names import stored
 from svod.frontend.nodes import copied, holds_call, statements_in, walk
 
 __all__ = ["Held", "element_uses", "fused", "held", "interchanged", "mentions", "names", "rebinds_only",
@@ -66,11 +67,6 @@ class Held(ast.Assign):
 def names(*nodes: ast.AST) -> set[str]:
     """Every name that ``nodes`` use or bind."""
     return {n.id for node in nodes for n in walk(node) if isinstance(n, ast.Name)}
-
-
-def assigned(region: Sequence[ast.stmt]) -> set[str]:
-    """The names ``region`` binds: assignments' and loops' targets."""
-    return {n.id for stmt in region for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def mentions(name: str, *nodes: ast.AST) -> int:
@@ -130,7 +126,7 @@ def _one_index(region: Sequence[ast.stmt], name: str) -> ast.expr | None:
     if not uses or len({ast.dump(use.slice) for use in uses}) != 1:
         return None
     index = uses[0].slice
-    if not all(isinstance(node, INDEX_NODES) for node in walk(index)) or names(index) & assigned(region):
+    if not all(isinstance(node, INDEX_NODES) for node in walk(index)) or names(index) & stored(region):
         return None
     return index
 
@@ -198,7 +194,7 @@ def held(region: Sequence[ast.stmt], name: str, dtype: DType, ndim: int) -> list
     the module), or None where it does not qualify by its syntax (a row, ``out[i]`` of a matrix, is not an
     element). The local is named as the element (``out[i, j]``), so a message about it reads as the source."""
     index = _one_index(region, name)
-    touched = _touched_when(region, name, assigned(region))
+    touched = _touched_when(region, name, stored(region))
     if index is None or touched is None or _conditional(region, name) or not _stores_only(region, name) \
             or name not in stored_arrays(region):
         return None
@@ -318,7 +314,7 @@ def interchanged(loop: ast.stmt) -> ast.For | None:
     r, j = loop.target.id, inner.target.id
     if not all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) for s in pre):
         return None
-    locals_ = assigned(pre)
+    locals_ = stored(pre)
     found = _accumulated(inner.body[0])
     if found is None or r == j:
         return None
@@ -351,8 +347,8 @@ def fused(first: ast.stmt, second: ast.stmt, pure: Callable[[ast.Call], bool]) -
     j, both = first.target.id, [*first.body, *second.body]
     if any(isinstance(node, LEAVING) for stmt in both for node in walk(stmt)):
         return None
-    if assigned(first.body) & names(*second.body) or assigned(second.body) & names(*first.body) \
-            or names(first.iter) & assigned(both) or j in assigned(both):
+    if stored(first.body) & names(*second.body) or stored(second.body) & names(*first.body) \
+            or names(first.iter) & stored(both) or j in stored(both):
         return None
     if not all(pure(n) for stmt in both for n in walk(stmt) if isinstance(n, ast.Call)):
         return None

@@ -16,7 +16,8 @@ import numpy as np
 
 from svod.frontend import extents
 from svod.frontend.array_exprs import Emitter, Expr, Value, broadcast_element, typed
-from svod.frontend.nodes import constant, copied, store, walk
+from svod.frontend.names import stored
+from svod.frontend.nodes import constant, copied, store
 
 
 @dataclass(eq=False)
@@ -97,8 +98,7 @@ def _written(template: list[str], out: Emitter, x: ast.expr, values: dict[str, a
     """The parts of ``template`` (statements, the last an expression: the element) written into ``out``, ``x``
     the element searched for: the names it assigns made fresh, ``values`` put in for names, ``reads`` for calls."""
     body = [s for part in template for s in ast.parse(part).body]
-    assigned = sorted({n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and
-                       isinstance(n.ctx, ast.Store)} | {"x"})
+    assigned = sorted(stored(body) | {"x"})
     filling = _Filling({name: out.fresh(f"search_{name}") for name in assigned}, values, reads)
     body = [filling.visit(s) for s in body]
     out.statements += [ast.Assign([store(filling.names["x"])], x), *body[:-1]]

@@ -232,7 +232,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         spelled = self.bindings.spelled(name)  # (the statements after it still read the user's names)
         later = [bool(spelled & {n.id for n in walk(stmt) if isinstance(n, ast.Name)}) for stmt in self.following]
         nxt = self.following[0]
-        stored = {n.id for n in walk(nxt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | \
+        stored = stored_names([nxt]) | \
             {t.value.id for t in walk(nxt) if isinstance(t, ast.Subscript) and isinstance(t.ctx, ast.Store)
              and isinstance(t.value, ast.Name)}
         simple = isinstance(nxt, (ast.Assign, ast.AugAssign, ast.Return)) and not any(
@@ -252,7 +252,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
         self.changed |= rebound
         stmt = self.lengths_read(stmt)  # of the arrays a loop shrinks
         outer, self.at = self.at, stmt
-        varying = _stored_names(stmt) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
+        varying = stored_names([stmt]) if isinstance(stmt, (ast.For, ast.While, ast.If)) else set()
         if varying:
             self.remember_stand_ins_within(stmt)
         if not isinstance(stmt, ast.If):
@@ -263,7 +263,7 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
                 try:
                     made = self.rewritten(stmt, looped)
                     if isinstance(stmt, ast.Assign):
-                        for name in _stored_names(stmt):
+                        for name in stored_names([stmt]):
                             self.stale.pop(name, None)  # bound anew
                     return made
                 except AmbiguousScalarError as ambiguous:
@@ -810,11 +810,6 @@ def _added_in_place(op: ast.operator, stored: Expr, combined: Value) -> bool:
     where ``acc[j] = acc[j] + a[i, j]`` would race."""
     return isinstance(op, (ast.Add, ast.Sub)) and isinstance(combined, Expr) and bool(stored.shape) and \
         combined.dtype == stored.dtype and not isinstance(stored, (Masked, Gathered))
-
-
-def _stored_names(stmt: ast.stmt) -> set[str]:
-    """The names ``stmt`` assigns anywhere in it."""
-    return {n.id for n in walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def lower_arrays(source: Source, name: str, args: dict[str, Any], taped: bool = False,

@@ -36,7 +36,7 @@ import numpy as np
 
 from svod.errors import KernelSyntaxError
 from svod.frontend.binding import literal, signature_of
-from svod.frontend.names import renamed
+from svod.frontend.names import renamed, stored
 from svod.frontend.nodes import code, copied, stands_for, walk
 from svod.frontend.phases import resolve
 from svod.frontend.returns import returns_of, without_returns
@@ -144,7 +144,7 @@ class _Inliner:
                 raise self.refuse(stmt, f"{fn.__name__} returns a value on some ways through it only (on others "
                                         "None), and its result is assigned")
         prefix = f"_svod_{fn.__name__}{number}_"
-        assigned = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned = stored(body)
         renames: dict[str, str] = {}
         binds: list[ast.stmt] = []
         for parameter, argument in arguments.items():
@@ -303,10 +303,10 @@ def _returned_into(body: list[ast.stmt], target: ast.expr | None, call: ast.Call
     value = body[-1].value
     if not isinstance(value, ast.Name) or value.id in parameters:
         return None
-    stored = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound = stored(body)
     read = {n.id for node in [call, *body] for n in walk(node) if isinstance(n, ast.Name)}
     returns = sum(isinstance(n, ast.Return) for s in body for n in walk(s))
-    return (value.id, target.id) if value.id in stored and target.id not in read and returns == 1 else None
+    return (value.id, target.id) if value.id in bound and target.id not in read and returns == 1 else None
 
 
 def _located(target: ast.expr, stmt: ast.stmt) -> ast.expr:

@@ -40,6 +40,7 @@ import numpy as np
 
 from svod.frontend import extents
 from svod.frontend.array_exprs import Expr, base_name
+from svod.frontend.names import stored
 from svod.frontend.nodes import copied, stands_for, walk
 from svod.frontend.phases import resolve
 
@@ -134,7 +135,7 @@ def _nest(loop: ast.For, arrays: dict[str, Expr], names: dict[str, Any]) -> tupl
     body = node.body  # type: ignore[attr-defined]
     if len(variables) > BATCH_AXES or any(not isinstance(s, (ast.Assign, ast.AugAssign)) for s in body):
         raise _NotWidenedError
-    bound = {n.id for s in body for n in walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound = stored(body)
     if any(isinstance(n, ast.Name) and n.id in bound for pair in bounds for b in pair if b is not None
            for n in walk(b)):
         raise _NotWidenedError  # a bound the body changes: Python's range read it once, a slice reads it again
@@ -163,13 +164,13 @@ def _statement(stmt: ast.stmt, nest: _Nest) -> None:
             nest.views.add(target.id)  # (a view of a block, or another name's array: no update may write through)
         nest.sizes.append(int(np.prod(value.axes, dtype=np.int64)))
         return
-    stored = _block(target, nest)
-    if stored is None or not isinstance(target, ast.Subscript) or not isinstance(target.value, ast.Name):
+    block = _block(target, nest)
+    if block is None or not isinstance(target, ast.Subscript) or not isinstance(target.value, ast.Name):
         raise _NotWidenedError
     name = target.value.id
     if base_name(nest.arrays[name]) != name:
         raise _NotWidenedError  # a view: another name's block
-    if _elementwise([stored, value]).axes != stored.axes:
+    if _elementwise([block, value]).axes != block.axes:
         raise _NotWidenedError
     nest.written.add(name)
 
@@ -311,7 +312,7 @@ def _read_after(function: ast.FunctionDef, loop: ast.For) -> bool:
     if len(found) != 1:
         return True  # (an inlined function's loop, met twice: its place names neither)
     original = found[0]
-    names = {n.id for n in walk(original) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names = stored([original])
 
     def reads(node: ast.AST, bound: frozenset[str]) -> bool:
         if node is original:

@@ -44,10 +44,10 @@ import numpy as np
 from svod.device.caps import DeviceCaps
 from svod.frontend import pylang
 from svod.frontend.accumulating import PURE_BUILTINS
-from svod.frontend.accumulations import LEAVING, assigned, element_uses, names, stored_arrays
+from svod.frontend.accumulations import LEAVING, element_uses, names, stored_arrays
 from svod.frontend.array_exprs import KEY_NAMES
 from svod.frontend.array_math import MATH_HELPERS
-from svod.frontend.names import renamed
+from svod.frontend.names import renamed, stored
 from svod.frontend.nodes import walk
 from svod.frontend.phases import resolve, scalar_type
 from svod.frontend.temporaries import ALLOCATIONS
@@ -154,8 +154,8 @@ class _Fusion:
                      and isinstance(s.targets[0], ast.Name)}
         if any(self.bindings[name] != 1 for name in allocated):
             return None  # made once before the loop, it would replace another array where the loop never turns
-        j, writes = loop.target.id, set(stored_arrays(nest.body)) | assigned(nest.body) | allocated
-        if j in assigned(nest.body) | set(nest.variables) or _values_read(*nest.ranges) & (writes | {j}) \
+        j, writes = loop.target.id, set(stored_arrays(nest.body)) | stored(nest.body) | allocated
+        if j in stored(nest.body) | set(nest.variables) or _values_read(*nest.ranges) & (writes | {j}) \
                 or any(names(s) & (writes - allocated | {j}) for s in allocations):
             return None
         if not self.independent(nest.body, nest.variables) or not self.dead_after(written, j):
@@ -166,8 +166,8 @@ class _Fusion:
     @functools.cached_property
     def bindings(self) -> Counter[str]:
         """How many times the function binds each name, a parameter's binding by the call counted."""
-        stored = (n.id for n in walk(self.function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-        return Counter([*stored, *(a.arg for a in walk(self.function.args) if isinstance(a, ast.arg))])
+        bound = (n.id for n in walk(self.function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        return Counter([*bound, *(a.arg for a in walk(self.function.args) if isinstance(a, ast.arg))])
 
     @functools.cached_property
     def sizes(self) -> frozenset[str]:
@@ -220,11 +220,11 @@ class _Fusion:
         if [ast.dump(r) for r in first.ranges] != [ast.dump(r) for r in second.ranges]:
             return None
         both = [*first.body, *second.body]
-        if assigned(first.body) & names(*second.body) or assigned(second.body) & names(*first.body) \
-                or own & assigned(both) or set(stored_arrays(both)) & _values_read(*first.ranges):
+        if stored(first.body) & names(*second.body) or stored(second.body) & names(*first.body) \
+                or own & stored(both) or set(stored_arrays(both)) & _values_read(*first.ranges):
             return None
         operands = self.limits.operands
-        if operands is not None and len(names(*both) - assigned(both) - own - set(self.values)) > operands:
+        if operands is not None and len(names(*both) - stored(both) - own - set(self.values)) > operands:
             return None
         return _Nest(_nested(first, both), first.variables, first.ranges, both) \
             if self.independent(both, first.variables) else None

@@ -591,8 +591,7 @@ def _before_the_run(rewriter: Rewriter, node: ast.Call, value: ast.expr, callee:
     """Refuse ``value`` (an array of draws' size, a permutation's count) where the host cannot know it before
     the run: it reads an array's element, or a name the function computes as it runs (from an element, a loop's
     variable)."""
-    bound = {n.id for n in walk(rewriter.reader.source.node) if isinstance(n, ast.Name)
-             and isinstance(n.ctx, ast.Store)} | {a.arg for a in rewriter.reader.source.node.args.args}
+    bound = stored([rewriter.reader.source.node]) | {a.arg for a in rewriter.reader.source.node.args.args}
     unknown = sorted(n.id for n in walk(value) if isinstance(n, ast.Name) and n.id in bound
                      and n.id not in callee.known and n.id not in rewriter.arrays)  # (an array's shape is known)
     if unknown or not rewriter.reader.pure(value):

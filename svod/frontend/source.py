@@ -13,6 +13,7 @@ from typing import Any
 
 from svod.dtype import DType, dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, RaceError, SvodError, VariableError
+from svod.frontend.names import stored
 from svod.frontend.nodes import code, walk
 from svod.frontend.values import ArrayValue
 from svod.ir import Ops, UOp
@@ -145,7 +146,7 @@ class Source:
         """The globals and closure a name the function computes on the host may read: those the function does
         not bind itself (a module's ``k = 0`` is not the function's loop variable ``k``)."""
         bound = {a.arg for a in walk(self.node.args) if isinstance(a, ast.arg)}
-        bound |= {n.id for n in walk(self.node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        bound |= stored([self.node])
         return {name: value for name, value in self.names.items() if name not in bound}
 
 
