@@ -3,11 +3,14 @@
 
 ::
 
-    a (n x n) ──copy──▶ lu ──┐ plan loop over the columns k:
-                             │   pivot    one work item: the row of the largest |lu[i, k]|, i >= k, swapped
-                             │            with row k (its number kept in ``pivots``), the column below the
-                             │            pivot divided by it; a zero pivot sets ``info`` (k + 1, the first)
-                             │   update   a work item per row below k: the rank-1 update of its row
+    a (n x n) ──copy──▶ lu ──┐ plan loop over the panels of ``panel_columns`` columns:
+                             │   panel    one work item: for each column k of the panel, the row of the
+                             │            largest |lu[i, k]|, i >= k, swapped with row k (its number kept in
+                             │            ``pivots``), the column below the pivot divided by it (a zero pivot
+                             │            sets ``info``: k + 1, the first), the panel's columns right of k
+                             │            updated in the rows below; then the panel's rows right of it
+                             │   right    a work item per row below the panel: its columns right of the panel
+                             │            updated by the panel's columns
                              ▼
     lu (L below the diagonal, unit diagonal; U on and above), pivots, info
         │ solve / inv   a work item per right-hand column: its rows swapped as ``pivots`` say, then the
@@ -19,11 +22,11 @@
                                square root; ``info`` = j + 1 where it is not positive), ``cholesky_column``
                                (a work item per row below j)
 
-LAPACK's getrf and potrf (what NumPy calls) factor so, column by column, and report the first zero pivot or the
-first leading minor that is not positive the same way: ``info``, which the run's caller reads after the run and
-raises ``LinAlgError`` for (a matrix that is only nearly singular gives NumPy's large numbers, as LAPACK's do).
-Everything is a kernel of the plan: no step reads a value back to the host, so a factorisation inside a plan
-loop runs as the plan's other steps do, on every device.
+LAPACK's getrf and potrf (what NumPy calls) factor so, panel by panel and column by column, and report the first
+zero pivot or the first leading minor that is not positive the same way: ``info``, which the run's caller reads
+after the run and raises ``LinAlgError`` for (a matrix that is only nearly singular gives NumPy's large numbers,
+as LAPACK's do). Everything is a kernel of the plan: no step reads a value back to the host, so a factorisation
+inside a plan loop runs as the plan's other steps do, on every device.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ BLOCK_COLUMNS = 4
 """How many right-hand columns a work item of the substitutions solves together, a constant its loops are
 unrolled by: 200 x 200 systems of 400 columns solved fastest at 4 (real 1.6 ms, complex 6.1; 8: 2.8 and 6.1 to
 10; one column each: 8.5 and 35)."""
+PANEL_COLUMNS = 32
+"""The columns of a panel of the LU factorisation, on a device that lets a work item's loops run their course
+(``panel_columns``)."""
 FUNCTIONS = ("solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd", "pinv", "eig", "eigvals")
 """The ``np.linalg`` functions svod computes (the steps of ``qr``, of ``eigh`` and ``eigvalsh``, of ``svd`` and
 ``pinv``, and of ``eig`` and ``eigvals`` are ``svod.frontend.linalg_qr``'s, ``linalg_eigen``'s, ``linalg_svd``'s
@@ -127,36 +133,57 @@ def _clear(info):  # type: ignore[no-untyped-def]
     info[0] = 0
 
 
-def _pivot(lu, pivots, rows, info, failed, _svod_k):  # type: ignore[no-untyped-def]
-    """Column ``k``'s pivot: the first row of the largest ``_magnitude`` at or below ``k`` (as LAPACK's idamax
-    and izamax), swapped into row ``k``, and the column below it divided by it. A zero pivot (the column is zero
-    there) is recorded in ``info`` (and in ``failed``) if none was before; the column stays as it is, as getrf
-    leaves it."""
+def _panel(lu, pivots, rows, info, failed, _svod_k, width: Const[int]):  # type: ignore[no-untyped-def]
+    """Panel ``k`` (columns ``k * width`` to ``(k + 1) * width``, or to the last) factored in one work item:
+    each column's ``_pivoted`` and the panel's columns right of it updated in the rows below; then the panel's
+    rows right of it (U's), each column by the panel's in their order. The rows below are ``_right``'s."""
     n = lu.shape[0]
-    p = _svod_k
-    best = _magnitude(lu[_svod_k, _svod_k])
-    for i in range(_svod_k + 1, n):
-        size = _magnitude(lu[i, _svod_k])
+    first = _svod_k * width
+    last = min(first + width, n)
+    for k in range(first, last):
+        _pivoted(lu, pivots, rows, info, failed, k)
+        for i in range(k + 1, n):
+            factor = lu[i, k]
+            for j in range(k + 1, last):
+                lu[i, j] = lu[i, j] - factor * lu[k, j]
+    for k in range(first, last):
+        for i in range(k + 1, last):
+            factor = lu[i, k]
+            for j in range(last, n):
+                lu[i, j] = lu[i, j] - factor * lu[k, j]
+
+
+@func
+def _pivoted(lu, pivots, rows, info, failed, k):  # type: ignore[no-untyped-def]
+    """Column ``k``'s pivot: the first row of the largest ``_magnitude`` at or below ``k`` (as LAPACK's idamax
+    and izamax), swapped into row ``k`` (the whole row), and the column below it divided by it. A zero pivot
+    (the column is zero there) is recorded in ``info`` (and in ``failed``) if none was before; the column
+    stays as it is, as getrf leaves it."""
+    n = lu.shape[0]
+    p = k
+    best = _magnitude(lu[k, k])
+    for i in range(k + 1, n):
+        size = _magnitude(lu[i, k])
         if size > best:
             best = size
             p = i
-    pivots[_svod_k] = p
-    if p != _svod_k:
-        row = rows[_svod_k]
-        rows[_svod_k] = rows[p]
+    pivots[k] = p
+    if p != k:
+        row = rows[k]
+        rows[k] = rows[p]
         rows[p] = row
         for j in range(n):
-            held = lu[_svod_k, j]
-            lu[_svod_k, j] = lu[p, j]
+            held = lu[k, j]
+            lu[k, j] = lu[p, j]
             lu[p, j] = held
-    pivot = lu[_svod_k, _svod_k]
+    pivot = lu[k, k]
     if pivot == 0 and info[0] == 0:
-        info[0] = _svod_k + 1
+        info[0] = k + 1
     if pivot == 0 and failed[0] == 0:
-        failed[0] = _svod_k + 1
+        failed[0] = k + 1
     if pivot != 0:
-        for i in range(_svod_k + 1, n):
-            lu[i, _svod_k] = lu[i, _svod_k] / pivot
+        for i in range(k + 1, n):
+            lu[i, k] = lu[i, k] / pivot
 
 
 @func
@@ -165,14 +192,18 @@ def _magnitude(z):  # type: ignore[no-untyped-def]
     return abs(np.real(z)) + abs(np.imag(z))
 
 
-def _update(lu, _svod_k):  # type: ignore[no-untyped-def]
-    """The rank-1 update of the rows below ``k`` by row ``k``, a work item per row."""
+def _right(lu, _svod_k, width: Const[int]):  # type: ignore[no-untyped-def]
+    """The rows below panel ``k``, right of it, updated by the panel's columns in their order, a work item per
+    row."""
     n = lu.shape[0]
-    for r in prange(n - 1 - _svod_k):
-        i = _svod_k + 1 + r
-        factor = lu[i, _svod_k]
-        for j in range(_svod_k + 1, n):
-            lu[i, j] = lu[i, j] - factor * lu[_svod_k, j]
+    first = _svod_k * width
+    last = min(first + width, n)
+    for r in prange(n - last):
+        i = last + r
+        for k in range(first, last):
+            factor = lu[i, k]
+            for j in range(last, n):
+                lu[i, j] = lu[i, j] - factor * lu[k, j]
 
 
 def _substitute(x, lu):  # type: ignore[no-untyped-def]
@@ -283,6 +314,14 @@ def _kernel(fn_name: str, n: int) -> Kernel:
 
 # ---- plan steps ------------------------------------------------------------------------------------------------
 
+def panel_columns(caps: DeviceCaps) -> int:
+    """How many columns a panel of the LU factorisation has (``_panel``, one work item, factors them; then
+    ``_right`` updates the columns right of them): each panel is two launches, so 32 columns take a 200 x 200
+    matrix's 400 launches down to 14. A device that stops a work item's loops takes one column a panel, so
+    that the one work item's turns stay those of a column."""
+    return 1 if caps.max_loop_turns is not None else PANEL_COLUMNS
+
+
 def result_dtype(*operands: np.dtype) -> np.dtype:
     """The dtype NumPy's ``np.linalg`` functions compute operands of ``operands``' dtypes in: single precision
     where all are float32 or complex64, else double (integers and booleans become float64); complex where one
@@ -367,12 +406,14 @@ class Factoring:
         if n == 0:
             return steps, lu, pivots
         steps.append(self.add("start", [square, (n,), square], [lu, self.rows, self.source]))
-        pivot: list[Any] = ["pivot", [square, (n,), (n,), (1,), (1,)], [lu, pivots, self.rows, self.info, self.failed]]
-        if n > 1:
-            body = [self.add(*pivot, _svod_k=COLUMN_VARIABLE),
-                    self.add("update", [square], [lu], _svod_k=COLUMN_VARIABLE)]
-            steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
-        steps.append(self.add(*pivot, _svod_k=n - 1))
+        width = panel_columns(self.plan.device.caps)
+        last = (n - 1) // width
+        panel: list[Any] = ["panel", [square, (n,), (n,), (1,), (1,)], [lu, pivots, self.rows, self.info, self.failed]]
+        if last > 0:
+            body = [self.add(*panel, _svod_k=COLUMN_VARIABLE, width=width),
+                    self.add("right", [square], [lu], _svod_k=COLUMN_VARIABLE, width=width)]
+            steps.append(self.plan.loop(COLUMN_VARIABLE, 0, last, body=body))
+        steps.append(self.add(*panel, _svod_k=last, width=width))
         return steps, lu, pivots
 
     def solve(self, out: int, columns: int, b: int | None) -> list[int]:
