@@ -91,7 +91,7 @@ from svod.frontend.names import renamed
 from svod.frontend.names import stored as stored_names
 from svod.frontend.nest_fusion import Limits, fused_nests
 from svod.frontend.nodes import assign, call, code, constant, for_loop, load, placed, stands_for, stored, walk
-from svod.frontend.phases import Ordering, Reader, in_order, linalg_call, sorting_call
+from svod.frontend.phases import Ordering, Reader, in_range, linalg_call, runs_in_order, sorting_call
 from svod.frontend.rebinding import PART_WRITTEN, Bindings, argument_bound_anew, exchanged, shrinking, viewed_names
 from svod.frontend.shared_products import shared_products
 from svod.frontend.shrinking import Shrinking
@@ -297,8 +297,8 @@ class ArrayRewriter(HostValues, ArrayValues, Histograms, Compactions, Allocation
             return
 
     def rewritten(self, stmt: ast.stmt, looped: bool) -> list[ast.stmt]:
-        if isinstance(stmt, ast.For) and not self.work:  # (a prange loop of plan steps runs as a range)
-            stmt = in_order(self.reader, stmt)
+        if isinstance(stmt, ast.For) and not self.work and runs_in_order(self.reader, stmt, self.arrays):
+            stmt = in_range(stmt)
         if isinstance(stmt, ast.For) and not self.reader.is_prange(stmt):
             stmt = self.over_rows(stmt)
             if self.viewing(stmt.iter):  # range(len(v)) of a view v: its turns, of the view's length

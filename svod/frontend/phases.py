@@ -10,6 +10,7 @@ import ast
 import builtins
 import copy
 import inspect
+import math
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from svod.codegen.lower_cpu import PRIVATE_BYTES
 from svod.errors import KernelSyntaxError
 from svod.frontend import pylang
+from svod.frontend.array_exprs import Expr
 from svod.frontend.flow import Flow, Turn, check_assigned, returned_values, tested_flag
 from svod.frontend.linalg import COMPOSED, FUNCTIONS, KEYWORDS, unpacked
 from svod.frontend.names import loaded, needs, stored
-from svod.frontend.nodes import call, code, copied, placed, stands_for, walk
+from svod.frontend.nodes import call, code, copied, placed, stands_for, statements_in, walk
 from svod.frontend.source import Source, refusal
 from svod.frontend.temporaries import Temporary, allocation_kind
 from svod.frontend.values import RandomFunction
@@ -610,15 +613,34 @@ def linalg_call(reader: Reader, stmt: ast.stmt) -> str | None:
     return next((kind for kind in (*FUNCTIONS, *COMPOSED) if callee is getattr(np.linalg, kind)), None)
 
 
-def in_order(reader: Reader, stmt: ast.For) -> ast.For:
-    """``stmt``; or, where it is a ``prange`` loop whose body holds a plan step no work item runs (``linalg_call``,
-    ``sorting_call``), the ``range`` loop Python runs it as: its turns in order, each step over every thread
-    (numba runs such turns at once, an array ``+=`` in them a reduction; in order, the sums are Python's)."""
-    inner = [s for s in walk(stmt) if isinstance(s, ast.stmt)]
-    if not reader.is_prange(stmt) or not any(linalg_call(reader, s) or sorting_call(reader, s) for s in inner):
-        return stmt
+def runs_in_order(reader: Reader, stmt: ast.For, arrays: Mapping[str, Expr]) -> bool:
+    """Whether ``stmt`` is a ``prange`` loop that runs as the ``range`` loop Python runs it as (``in_range``),
+    where numba runs its turns at once and reduces an array ``+=`` across them (in order, the sums are Python's):
+    one that holds a plan step no work item runs (``linalg_call``, ``sorting_call``), or one whose turns add into
+    a whole array (of ``arrays``) larger than a CPU thread's private copies of a kernel's sums hold
+    (``PRIVATE_BYTES``): in one kernel, a work item a turn, each add into it would be a locked one (a
+    compare-and-swap loop for a float), in the order the threads take."""
+    if not reader.is_prange(stmt):
+        return False
+    inner = list(statements_in(stmt))
+    if any(linalg_call(reader, s) or sorting_call(reader, s) for s in inner):
+        return True
+    made = stored(t for s in inner if isinstance(s, ast.Assign) for t in s.targets)
+    for s in inner:
+        if isinstance(s, ast.AugAssign) and isinstance(s.op, (ast.Add, ast.Sub)) and isinstance(s.target, ast.Name) \
+                and s.target.id not in made and s.target.id in arrays:
+            shape, dtype = arrays[s.target.id].shape, arrays[s.target.id].dtype
+            sizes = [d for d in shape if isinstance(d, int)]
+            if len(sizes) == len(shape) and math.prod(sizes) * dtype.itemsize > PRIVATE_BYTES:
+                return True
+    return False
+
+
+def in_range(stmt: ast.For) -> ast.For:
+    """``prange`` loop ``stmt`` as the ``range`` loop Python runs it as (``runs_in_order``): its turns in order,
+    each statement of a turn over every thread."""
     turns = stmt.iter
-    assert isinstance(turns, ast.Call)  # (``is_prange``)
+    assert isinstance(turns, ast.Call)  # (a prange's)
     ranged = stands_for(copy.copy(stmt), stmt)
     ranged.iter = ast.copy_location(call("range", *turns.args), turns)
     return ranged

@@ -11,6 +11,7 @@ import pytest
 
 import svod
 from svod import prange
+from svod.codegen.lower_cpu import PRIVATE_BYTES
 from svod.dtype import dtypes
 from svod.errors import IndexOutOfBoundsError, RaceError
 from tests.helpers import refuses
@@ -114,6 +115,31 @@ def test_a_jitted_array_reduction_over_a_prange_is_the_rows_sum(device, rows):
     assert got.dtype == f
     np.testing.assert_allclose(rows_taken_away(a, device=device), rows_taken_away.fn(a),
                                rtol=1e-5 if f == np.float32 else 1e-12)
+
+
+@svod.jit
+def weighted_planes(planes, weights):
+    acc = np.zeros(planes.shape[1:], planes.dtype)
+    for n in prange(planes.shape[0]):
+        w = weights[n] * 0.5
+        acc += w * planes[n]
+    return acc
+
+
+@pytest.mark.parametrize("turns", [1, 3, 8])
+def test_a_reduction_into_a_large_array_runs_its_turns_in_order(device, turns):
+    """An array the turns share larger than a CPU thread's private copies hold (``PRIVATE_BYTES``) takes its
+    turns in order, each statement over every thread: the sum is Python's, bit for bit (with one kernel and
+    atomic adds it would be the threads' order)."""
+    f = _floats(device)[-1]
+    shape = (turns, 3 + PRIVATE_BYTES // np.dtype(f).itemsize // 97, 97)
+    rng = np.random.default_rng(turns)
+    planes = rng.standard_normal(shape).astype(f)
+    planes[0, 0, :3] = [np.nan, np.inf, -0.0]
+    weights = rng.standard_normal(turns).astype(f)
+    got = weighted_planes(planes, weights, device=device)
+    np.testing.assert_array_equal(got, weighted_planes.fn(planes, weights))
+    assert got.dtype == f and np.isnan(got[0, 0]) and np.isinf(got[0, 1])
 
 
 def test_an_array_reduction_under_an_if_adds_the_rows_it_takes(device):
