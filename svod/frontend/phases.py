@@ -615,25 +615,47 @@ def linalg_call(reader: Reader, stmt: ast.stmt) -> str | None:
 
 def runs_in_order(reader: Reader, stmt: ast.For, arrays: Mapping[str, Expr]) -> bool:
     """Whether ``stmt`` is a ``prange`` loop that runs as the ``range`` loop Python runs it as (``in_range``),
-    where numba runs its turns at once and reduces an array ``+=`` across them (in order, the sums are Python's):
-    one that holds a plan step no work item runs (``linalg_call``, ``sorting_call``), or one whose turns add into
-    a whole array (of ``arrays``) larger than a CPU thread's private copies of a kernel's sums hold
-    (``PRIVATE_BYTES``): in one kernel, a work item a turn, each add into it would be a locked one (a
-    compare-and-swap loop for a float), in the order the threads take."""
+    where numba runs its turns at once and reduces an array ``+=`` across them: one that holds a plan step no work
+    item runs (``linalg_call``, ``sorting_call``), or a reduction into a large array (``_sums_into_large``)."""
     if not reader.is_prange(stmt):
         return False
-    inner = list(statements_in(stmt))
-    if any(linalg_call(reader, s) or sorting_call(reader, s) for s in inner):
+    if any(linalg_call(reader, s) or sorting_call(reader, s) for s in statements_in(stmt)):
         return True
-    made = stored(t for s in inner if isinstance(s, ast.Assign) for t in s.targets)
-    for s in inner:
-        if isinstance(s, ast.AugAssign) and isinstance(s.op, (ast.Add, ast.Sub)) and isinstance(s.target, ast.Name) \
-                and s.target.id not in made and s.target.id in arrays:
-            shape, dtype = arrays[s.target.id].shape, arrays[s.target.id].dtype
-            sizes = [d for d in shape if isinstance(d, int)]
-            if len(sizes) == len(shape) and math.prod(sizes) * dtype.itemsize > PRIVATE_BYTES:
-                return True
-    return False
+    return _sums_into_large(reader, stmt, arrays)
+
+
+def _sums_into_large(reader: Reader, stmt: ast.For, arrays: Mapping[str, Expr]) -> bool:
+    """Whether the turns of ``prange`` loop ``stmt`` add into a whole array (of ``arrays``: ``acc += x[i]``,
+    numba's array reduction) larger than a CPU thread's private copies of a kernel's sums hold
+    (``PRIVATE_BYTES``), and do nothing else but compute the turn's own names: in one kernel, a work item a
+    turn, each add into that array would be a locked one (a compare-and-swap loop for a float), in the order
+    the threads take; in order, each turn's statement runs over every thread and the sum's order is fixed. A
+    body that stores elsewhere, reads the sum, draws random numbers, calls a function of its own or leaves
+    the loop early stays a ``prange``, whose checks refuse what would race."""
+    summed = [s.target.id for s in stmt.body if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name)
+              and isinstance(s.op, (ast.Add, ast.Sub)) and s.target.id in arrays]
+    turn = [s for s in stmt.body if isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets)]
+    if not summed or stmt.orelse or len(summed) + len(turn) != len(stmt.body):
+        return False
+    made = stored(t for s in turn for t in s.targets)
+    calls = [c for s in stmt.body for c in walk(s) if isinstance(c, ast.Call)]
+    if set(arrays) & made or set(summed) & set(loaded(stmt.body)) or \
+            not all(_numpy_function(reader.resolve(c.func)) for c in calls):
+        return False
+    return any(_bytes(arrays[name]) > PRIVATE_BYTES for name in summed)
+
+
+def _numpy_function(value: Any) -> bool:
+    """Whether ``value`` is a function of NumPy's (not of ``np.random``), or a number's builtin: a call of one
+    has no effect but its value."""
+    return (isinstance(value, np.ufunc) or getattr(value, "__module__", None) in ("numpy", "math")
+            or value in (abs, min, max, float, int, complex)) and not _random(value)
+
+
+def _bytes(array: Expr) -> int:
+    """The bytes of ``array``, or 0 where a length is one the host does not know before the run."""
+    sizes = [d for d in array.shape if isinstance(d, int)]
+    return math.prod(sizes) * array.dtype.itemsize if len(sizes) == len(array.shape) else 0
 
 
 def in_range(stmt: ast.For) -> ast.For:

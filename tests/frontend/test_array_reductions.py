@@ -126,11 +126,30 @@ def weighted_planes(planes, weights):
     return acc
 
 
+@svod.jit
+def started_planes(planes, start):
+    acc = start.copy()
+    for n in prange(planes.shape[0]):
+        acc -= planes[n]
+    return acc
+
+
+@svod.jit
+def planes_and_a_race(planes, out):
+    acc = np.zeros(planes.shape[1:], planes.dtype)
+    for n in prange(planes.shape[0]):
+        out[0] = n  # every work item writes out[0]: refused, whatever acc's size
+        acc += planes[n]
+    return acc
+
+
 @pytest.mark.parametrize("turns", [1, 3, 8])
 def test_a_reduction_into_a_large_array_runs_its_turns_in_order(device, turns):
     """An array the turns share larger than a CPU thread's private copies hold (``PRIVATE_BYTES``) takes its
-    turns in order, each statement over every thread: the sum is Python's, bit for bit (with one kernel and
-    atomic adds it would be the threads' order)."""
+    turns in order, each statement over every thread, where the loop does nothing else but compute its turn's
+    names: from zero the sum is Python's, bit for bit (with one kernel and atomic adds it would be the
+    threads' order); from another start, the start plus the turns' sum, as a ``range`` loop's is. A loop that
+    also races stays a ``prange``, and is refused as it was."""
     f = _floats(device)[-1]
     shape = (turns, 3 + PRIVATE_BYTES // np.dtype(f).itemsize // 97, 97)
     rng = np.random.default_rng(turns)
@@ -140,6 +159,12 @@ def test_a_reduction_into_a_large_array_runs_its_turns_in_order(device, turns):
     got = weighted_planes(planes, weights, device=device)
     np.testing.assert_array_equal(got, weighted_planes.fn(planes, weights))
     assert got.dtype == f and np.isnan(got[0, 0]) and np.isinf(got[0, 1])
+    start = rng.standard_normal(shape[1:]).astype(f)
+    np.testing.assert_allclose(started_planes(planes, start, device=device), started_planes.fn(planes, start),
+                               rtol=1e-5 if f == np.float32 else 1e-12, atol=1e-5)
+    if turns > 1:  # (one work item races with none)
+        with pytest.raises(RaceError, match="out"):
+            planes_and_a_race(planes, np.zeros(1, f), device=device)
 
 
 def test_an_array_reduction_under_an_if_adds_the_rows_it_takes(device):

@@ -12,6 +12,7 @@ import pytest
 import svod
 from svod.dtype import dtypes
 from svod.errors import IndexOutOfBoundsError, KernelSyntaxError, LinAlgError, SvodError
+from svod.frontend import linalg
 from svod.frontend.linalg import PANEL_COLUMNS
 from svod.frontend.oracle import as_python
 from tests.frontend.linalg_cases import complex_types_of, dtypes_of, sizes_of
@@ -169,28 +170,33 @@ def test_a_singular_matrix_raises_numpys_error_and_has_determinant_zero(device):
     np.testing.assert_allclose(inverted(np.eye(3, dtype=dtype), device=device), np.eye(3))  # then runs again
 
 
-def test_a_factorisation_of_several_panels_agrees_with_numpy_and_finds_a_later_zero_pivot(device):
-    """Past ``PANEL_COLUMNS`` columns the factorisation runs panel by panel (a device that stops a work item's
-    loops takes panels of one column): a last panel of a few columns, pivots swapped from rows below a panel,
-    and a zero column in the third panel, which is LAPACK's info (its column, from 1), as the column by column
-    factorisation reports it."""
+def test_a_factorisation_of_several_panels_agrees_with_numpy_and_finds_a_later_zero_pivot(device, monkeypatch):
+    """Past ``PANEL_COLUMNS`` columns the factorisation runs panel by panel (a GPU, and a device that stops a work
+    item's loops, take panels of one column): a last panel of a few columns, pivots swapped from rows below a
+    panel, and a zero column in a later panel, which is LAPACK's info (its column, from 1). Each element's
+    operations are those of the factorisation column by column, in its order: panels of one column give the
+    same bits."""
     dtype = dtypes_of(device)[-1]
-    for n in (PANEL_COLUMNS + 1, 2 * PANEL_COLUMNS + 6)[:1 if device.name == "PYTHON" else 2]:
-        a = matrix(n, dtype, n)
-        b = np.random.default_rng(n).standard_normal((n, 5)).astype(dtype)
-        x, i, d, sign, logdet = factored(a, b, device=device)
-        close(x, np.linalg.solve(a, b), a)
-        close(i, np.linalg.inv(a), a)
-        assert sign == np.linalg.slogdet(a)[0]
-        np.testing.assert_allclose(logdet, np.linalg.slogdet(a)[1], rtol=0, atol=100 * np.finfo(dtype).eps * n)
-        np.testing.assert_allclose(d, np.linalg.det(a), rtol=100 * np.finfo(dtype).eps * n)
-    zero = 2 * PANEL_COLUMNS + 1 if n > 2 * PANEL_COLUMNS else PANEL_COLUMNS
+    n = PANEL_COLUMNS + 1 if device.name == "PYTHON" else 2 * PANEL_COLUMNS + 6
+    a = matrix(n, dtype, n)
+    b = np.random.default_rng(n).standard_normal((n, 5)).astype(dtype)
+    x, i, d, sign, logdet = factored(a, b, device=device)
+    close(x, np.linalg.solve(a, b), a)
+    close(i, np.linalg.inv(a), a)
+    assert sign == np.linalg.slogdet(a)[0]
+    np.testing.assert_allclose(logdet, np.linalg.slogdet(a)[1], rtol=0, atol=100 * np.finfo(dtype).eps * n)
+    np.testing.assert_allclose(d, np.linalg.det(a), rtol=100 * np.finfo(dtype).eps * n)
+    zero = n - 3
     singular = matrix(n, dtype, 7)
     singular[:, zero] = 0
     with pytest.raises(np.linalg.LinAlgError, match="Singular matrix") as raised:
         solved(singular, b, device=device)
     assert raised.value.value == zero + 1
     assert determinant(singular, device=device) == 0.0
+    monkeypatch.setattr(linalg, "PANEL_COLUMNS", 1)
+    by_columns = svod.jit(factored.fn)(a, b, device=device)  # (a function of its own: a plan of its own)
+    for got, want in zip((x, i, d, sign, logdet), by_columns, strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_nearly_singular_matrix_gives_numpys_large_numbers(device):
