@@ -18,9 +18,12 @@
         │ det / slogdet one work item: the sign of the swaps and of U's diagonal, the sum of the logs of
         ▼               its magnitudes (NumPy's det is sign * exp(logdet) too; 0.0 where a pivot is zero)
 
-    a ──lower triangle──▶ l ── plan loop over the columns j: ``cholesky_diagonal`` (one work item: l[j, j], a
-                               square root; ``info`` = j + 1 where it is not positive), ``cholesky_column``
-                               (a work item per row below j)
+    a ──lower triangle──▶ l ── plan loop over the panels: ``cholesky_rows`` (the panel's rows left of it,
+                               transposed), ``cholesky_products`` (what the columns left of the panel take from
+                               it: a matmul into a buffer of its own), ``cholesky_panel`` (one work item: the
+                               diagonal block, column by column; ``info`` = j + 1 where l[j, j]**2 is not
+                               positive), ``cholesky_below`` (a work item per row below the block). With panels
+                               of one column: ``cholesky_diagonal`` and ``cholesky_column``, a column each.
 
 LAPACK's getrf and potrf (what NumPy calls) factor so, panel by panel and column by column, and report the first
 zero pivot or the first leading minor that is not positive the same way: ``info``, which the run's caller reads
@@ -292,6 +295,66 @@ def _cholesky_column(l, _svod_j):  # type: ignore[no-untyped-def]  # noqa: E741
         l[i, _svod_j] = total / l[_svod_j, _svod_j]
 
 
+def _cholesky_rows(rows, l, _svod_j, width: Const[int]):  # type: ignore[no-untyped-def]  # noqa: E741
+    """The rows of panel ``j`` left of it, transposed: ``rows[k, c] = l[j * width + c, k]`` (0 past the last
+    row), so that ``_cholesky_products`` reads them along ``c``, as a matmul reads its right operand."""
+    n = l.shape[0]
+    first = _svod_j * width
+    for k in prange(first):
+        for c in range(rows.shape[1]):
+            rows[k, c] = l[first + c, k] if first + c < n else 0.0
+
+
+def _cholesky_products(products, l, rows, _svod_j, width: Const[int]):  # type: ignore[no-untyped-def]  # noqa: E741
+    """What the columns left of panel ``j`` take from its columns, in the rows from its first down:
+    ``products[r, c]`` = the sum over ``k`` left of the panel of ``l[first + r, k] * l[first + c, k]``, a
+    matmul's tiles (it writes a buffer of its own: the sums read ``l``)."""
+    n = l.shape[0]
+    first = _svod_j * width
+    for r in prange(n - first):
+        for c in range(products.shape[1]):
+            total = 0.0
+            for k in range(first):
+                total += l[first + r, k] * rows[k, c]
+            products[r, c] = total
+
+
+def _cholesky_panel(l, products, failed, _svod_j, width: Const[int]):  # type: ignore[no-untyped-def]  # noqa: E741
+    """Panel ``j``'s diagonal block in one work item, column by column: each diagonal element the square root of
+    what is left of it (where that is not positive, or NaN: potrf tests ``not > 0``, ``failed`` records the
+    leading minor's order if none was before), the block's rows below it divided by it."""
+    n = l.shape[0]
+    first = _svod_j * width
+    last = min(first + width, n)
+    for j in range(first, last):
+        total = l[j, j] - products[j - first, j - first]
+        for k in range(first, j):
+            total = total - l[j, k] * l[j, k]
+        if not total > 0 and failed[0] == 0:
+            failed[0] = j + 1
+        pivot = math.sqrt(total)
+        l[j, j] = pivot
+        for i in range(j + 1, last):
+            part = l[i, j] - products[i - first, j - first]
+            for k in range(first, j):
+                part = part - l[i, k] * l[j, k]
+            l[i, j] = part / pivot
+
+
+def _cholesky_below(l, products, _svod_j, width: Const[int]):  # type: ignore[no-untyped-def]  # noqa: E741
+    """The rows below panel ``j``'s diagonal block, in its columns, a work item per row."""
+    n = l.shape[0]
+    first = _svod_j * width
+    last = min(first + width, n)
+    for r in prange(n - last):
+        i = last + r
+        for j in range(first, last):
+            part = l[i, j] - products[i - first, j - first]
+            for k in range(first, j):
+                part = part - l[i, k] * l[j, k]
+            l[i, j] = part / l[j, j]
+
+
 @functools.cache
 def kernel_of(fn: Callable[..., None], name: str, last: int) -> Kernel:
     """The kernel of ``fn`` for matrices of the sizes its ``shaped`` copies give: its sizes constant (each size
@@ -307,9 +370,11 @@ def kernel_of(fn: Callable[..., None], name: str, last: int) -> Kernel:
     return Kernel(fn, name=name, static_shapes=True, bounds=bounds)
 
 
-def _kernel(fn_name: str, n: int) -> Kernel:
-    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices (``kernel_of``)."""
-    return kernel_of(globals()[f"_{fn_name}"], f"linalg_{fn_name}", n - 1)
+def _kernel(fn_name: str, n: int, width: int = 1) -> Kernel:
+    """The kernel of function ``fn_name`` of this module for ``n`` x ``n`` matrices (``kernel_of``), its column
+    variable numbering panels of ``width`` columns (so that ``width`` times it is a column: the proofs of its
+    accesses need the bound)."""
+    return kernel_of(globals()[f"_{fn_name}"], f"linalg_{fn_name}", (n - 1) // width)
 
 
 # ---- plan steps ------------------------------------------------------------------------------------------------
@@ -397,7 +462,8 @@ class Factoring:
     def add(self, kernel: str, shapes: list[tuple[int, ...]], slots: list[int], **scalars: Any) -> int:
         """Add kernel ``kernel`` over plan buffers ``slots`` of ``shapes``, its scalars ``scalars``."""
         complexes = frozenset(p for p, slot in enumerate(slots) if slot in self.complexes)
-        return self.plan.add_kernel(_kernel(kernel, self.n).shaped(*shapes, complexes=complexes), slots, **scalars)
+        made = _kernel(kernel, self.n, scalars.get("width", 1))
+        return self.plan.add_kernel(made.shaped(*shapes, complexes=complexes), slots, **scalars)
 
     def lu(self) -> tuple[list[int], int, int]:
         """The LU factorisation: its steps, and the plan buffers of the factors and of the pivots."""
@@ -447,19 +513,32 @@ class Factoring:
         return steps
 
     def cholesky(self, out: int) -> list[int]:
-        """``out`` = the lower Cholesky factor (zeros above the diagonal)."""
+        """``out`` = the lower Cholesky factor (zeros above the diagonal): column by column on a device that
+        takes panels of one column (``panel_columns``), else panel by panel, what the columns left of a panel
+        take from it a matmul (``_cholesky_products``)."""
         n, square = self.n, (self.n, self.n)
         if n == 0:
             return []
         steps = [self.add("lower", [square, square], [out, self.source])]
-        diagonal: list[Any] = ["cholesky_diagonal", [square, (1,)], [out, self.failed]]
-        if n > 1:
-            body = [self.add(*diagonal, _svod_j=COLUMN_VARIABLE),
-                    self.add("cholesky_column", [square], [out], _svod_j=COLUMN_VARIABLE)]
-            steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
-        steps.append(self.add(*diagonal, _svod_j=n - 1))
+        width = min(panel_columns(self.plan.device.caps), n)
+        if width == 1:
+            diagonal: list[Any] = ["cholesky_diagonal", [square, (1,)], [out, self.failed]]
+            if n > 1:
+                body = [self.add(*diagonal, _svod_j=COLUMN_VARIABLE),
+                        self.add("cholesky_column", [square], [out], _svod_j=COLUMN_VARIABLE)]
+                steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
+            steps.append(self.add(*diagonal, _svod_j=n - 1))
+            return steps
+        panel = (n, width)
+        rows, products = self.scratch(self.dtype, n * width), self.scratch(self.dtype, n * width)
+        body = [self.add("cholesky_rows", [panel, square], [rows, out], _svod_j=COLUMN_VARIABLE, width=width),
+                self.add("cholesky_products", [panel, square, panel], [products, out, rows], _svod_j=COLUMN_VARIABLE,
+                         width=width),
+                self.add("cholesky_panel", [square, panel, (1,)], [out, products, self.failed],
+                         _svod_j=COLUMN_VARIABLE, width=width),
+                self.add("cholesky_below", [square, panel], [out, products], _svod_j=COLUMN_VARIABLE, width=width)]
+        steps.append(self.plan.loop(COLUMN_VARIABLE, 0, (n - 1) // width + 1, body=body))
         return steps
-
 
 _GENERAL = ("Array must not contain infs or NaNs (1), complex eigenvalues (2: svod computes real eigensystems "
             "only, where NumPy returns complex arrays) or Eigenvalues did not converge (3)")

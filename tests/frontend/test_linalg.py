@@ -217,6 +217,26 @@ def test_cholesky_of_a_matrix_that_is_not_positive_definite_raises(device):
             np.linalg.cholesky(a)
 
 
+def test_a_cholesky_factorisation_of_several_panels_agrees_with_numpy(device):
+    """Past ``PANEL_COLUMNS`` columns the Cholesky factorisation runs panel by panel on a CPU (what the columns
+    left of a panel take from it a matmul): a last panel of a few columns, and a leading minor that is not
+    positive in a later panel, which is potrf's info (its order)."""
+    n = PANEL_COLUMNS + 1 if device.name == "PYTHON" else 2 * PANEL_COLUMNS + 6
+    x = np.random.default_rng(n).standard_normal((n, n))
+    for dtype in dtypes_of(device):
+        a = (x @ x.T / n + np.eye(n)).astype(dtype)
+        got = lower(a, device=device)
+        want = np.linalg.cholesky(a)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=0, atol=100 * np.finfo(dtype).eps * n * np.abs(want).max())
+        assert np.all(np.triu(got, 1) == 0)
+    failing = a.copy()
+    failing[n - 2, n - 2] = -1
+    with pytest.raises(np.linalg.LinAlgError, match="Matrix is not positive definite") as raised:
+        lower(failing, device=device)
+    assert raised.value.value == n - 1
+
+
 def test_empty_matrices_follow_numpy(device):
     dtype = dtypes_of(device)[-1]
     a = np.zeros((0, 0), dtype)
