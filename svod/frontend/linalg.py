@@ -327,18 +327,13 @@ def _cholesky_panel(l, products, failed, _svod_j, width: Const[int]):  # type: i
     first = _svod_j * width
     last = min(first + width, n)
     for j in range(first, last):
-        total = l[j, j] - products[j - first, j - first]
-        for k in range(first, j):
-            total = total - l[j, k] * l[j, k]
+        total = _left(l, products, j, j, first)
         if not total > 0 and failed[0] == 0:
             failed[0] = j + 1
         pivot = math.sqrt(total)
         l[j, j] = pivot
         for i in range(j + 1, last):
-            part = l[i, j] - products[i - first, j - first]
-            for k in range(first, j):
-                part = part - l[i, k] * l[j, k]
-            l[i, j] = part / pivot
+            l[i, j] = _left(l, products, i, j, first) / pivot
 
 
 def _cholesky_below(l, products, _svod_j, width: Const[int]):  # type: ignore[no-untyped-def]  # noqa: E741
@@ -349,10 +344,17 @@ def _cholesky_below(l, products, _svod_j, width: Const[int]):  # type: ignore[no
     for r in prange(n - last):
         i = last + r
         for j in range(first, last):
-            part = l[i, j] - products[i - first, j - first]
-            for k in range(first, j):
-                part = part - l[i, k] * l[j, k]
-            l[i, j] = part / l[j, j]
+            l[i, j] = _left(l, products, i, j, first) / l[j, j]
+
+
+@func
+def _left(l, products, i, j, first):  # type: ignore[no-untyped-def]  # noqa: E741
+    """What is left of ``l[i, j]`` (``j`` a column of the panel from ``first``) once the columns left of the
+    panel (``products``) and the panel's columns left of ``j`` have taken theirs."""
+    part = l[i, j] - products[i - first, j - first]
+    for k in range(first, j):
+        part = part - l[i, k] * l[j, k]
+    return part
 
 
 @functools.cache
@@ -529,16 +531,15 @@ class Factoring:
                 steps.append(self.plan.loop(COLUMN_VARIABLE, 0, n - 1, body=body))
             steps.append(self.add(*diagonal, _svod_j=n - 1))
             return steps
-        panel = (n, width)
+        panel, each = (n, width), {"_svod_j": COLUMN_VARIABLE, "width": width}
         rows, products = self.scratch(self.dtype, n * width), self.scratch(self.dtype, n * width)
-        body = [self.add("cholesky_rows", [panel, square], [rows, out], _svod_j=COLUMN_VARIABLE, width=width),
-                self.add("cholesky_products", [panel, square, panel], [products, out, rows], _svod_j=COLUMN_VARIABLE,
-                         width=width),
-                self.add("cholesky_panel", [square, panel, (1,)], [out, products, self.failed],
-                         _svod_j=COLUMN_VARIABLE, width=width),
-                self.add("cholesky_below", [square, panel], [out, products], _svod_j=COLUMN_VARIABLE, width=width)]
+        body = [self.add("cholesky_rows", [panel, square], [rows, out], **each),
+                self.add("cholesky_products", [panel, square, panel], [products, out, rows], **each),
+                self.add("cholesky_panel", [square, panel, (1,)], [out, products, self.failed], **each),
+                self.add("cholesky_below", [square, panel], [out, products], **each)]
         steps.append(self.plan.loop(COLUMN_VARIABLE, 0, (n - 1) // width + 1, body=body))
         return steps
+
 
 _GENERAL = ("Array must not contain infs or NaNs (1), complex eigenvalues (2: svod computes real eigensystems "
             "only, where NumPy returns complex arrays) or Eigenvalues did not converge (3)")

@@ -649,7 +649,7 @@ def _numpy_function(value: Any) -> bool:
     """Whether ``value`` is a function of NumPy's (not of ``np.random``), or a number's builtin: a call of one
     has no effect but its value."""
     return (isinstance(value, np.ufunc) or getattr(value, "__module__", None) in ("numpy", "math")
-            or value in (abs, min, max, float, int, complex)) and not _random(value)
+            or any(value is f for f in (abs, min, max, float, int, complex))) and not _random(value)
 
 
 def _bytes(array: Expr) -> int:
