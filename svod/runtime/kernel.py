@@ -33,7 +33,7 @@ from svod.dtype import DType
 from svod.errors import BufferMismatchError, VariableError
 from svod.ir import Ops, UOp
 from svod.ir.uop import param_size, pointee
-from svod.runtime.parts import PartsProgram
+from svod.runtime.parts import PartsLaunch, PartsOnHost, PartsProgram
 
 
 class Argument(NamedTuple):
@@ -391,11 +391,13 @@ class CachedKernel:
         return ArrayLaunch(self.vals(values), self.launch_dims(values),
                            tuple((order.index(v.name), v, varying[v.name]) for v in changing))
 
-    def bind_host(self) -> tuple[Launch, HostArguments] | None:
+    def bind_host(self) -> tuple[Launch, HostArguments | PartsOnHost] | None:
         """A launch of this kernel bound once, twice: as a launch, and as the host arguments whose addresses
-        point it at its buffers (``svod.device.HostArguments``); None where its program has no such launch."""
+        point it at its buffers (``svod.device.HostArguments``, or a parts program's ``PartsOnHost``); None where
+        its program has no such launch."""
         bound = self.program.bind([0] * len(self.params))
-        return (bound, bound) if isinstance(bound, HostArguments) else None
+        host = bound.on_host() if isinstance(bound, PartsLaunch) else bound
+        return (host, host) if isinstance(host, HostArguments | PartsOnHost) else None
 
     def __call__(self, buffers: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         """Check everything, then run once."""
@@ -441,7 +443,7 @@ class _Reused:
 
     __slots__ = ("addresses", "host", "last", "lock", "ran")
 
-    def __init__(self, host: HostArguments) -> None:
+    def __init__(self, host: HostArguments | PartsOnHost) -> None:
         self.host = host
         self.addresses = host.buffer_addresses
         self.lock = threading.Lock()

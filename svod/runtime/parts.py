@@ -11,8 +11,9 @@ requirements: one recorded failed raises ``RequirementError`` with its message.
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -322,9 +323,88 @@ class PartsLaunch:
     def checks(self) -> bool:
         return bool(self.program.own.records)
 
+    def on_host(self) -> PartsOnHost | None:
+        """This launch as a caller that alone runs it on host memory uses it (``PartsOnHost``); None where a part
+        keeps its arguments elsewhere or a run may allocate."""
+        hosts = [launch for _, launch in self.launches if isinstance(launch, HostArguments)]
+        records = self.memory.records
+        if self.resizes or len(hosts) != len(self.launches) or records is None:
+            return None
+        return PartsOnHost(self, hosts, records)
+
     def recorded(self) -> bool:
         return self.memory.recorded()
 
     def check(self) -> None:
         if self.memory.recorded():
             self.program.check(self.memory, self.values)
+
+
+class PartsOnHost:
+    """A parts launch for a caller that alone runs it on host memory (a prepared call's, ``CachedKernel.launch_at``),
+    as a one-part launch serves one: ``buffer_addresses[:n] = addresses`` points every part at the user's buffers,
+    and ``with_values`` sets each part's values once and gives a call of no arguments that runs the parts and looks
+    at the records: a call then neither takes own buffers nor binds the parts anew (``PartsProgram.execute``), work
+    that cost a small kernel's call more than the rest of it."""
+
+    __slots__ = ("buffer_addresses", "hosts", "launch", "records")
+
+    def __init__(self, launch: PartsLaunch, hosts: Sequence[HostArguments],
+                 records: tuple[tuple[np.ndarray, bytes], ...]) -> None:
+        """``hosts``: each part's launch, as host arguments; ``records``: the launch's record buffers, each a view
+        beside as many zero bytes (``OwnMemory.records``)."""
+        self.launch = launch
+        self.hosts = tuple(hosts)
+        self.records = records
+        sites: list[list[tuple[Any, int]]] = [[] for _ in launch.program.user_slots]
+        positions = {slot: position for position, slot in enumerate(launch.program.user_slots)}
+        for (part, _), host in zip(launch.launches, self.hosts, strict=True):
+            for index, slot in enumerate(part.slots):
+                if slot in positions:
+                    sites[positions[slot]].append((host.buffer_addresses, index))
+        self.buffer_addresses = UserAddresses(tuple(tuple(s) for s in sites))
+
+    def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                 local_size: tuple[int, int, int] | None) -> None:
+        _run_parts((functools.partial(self.launch, vals, global_size, local_size),), self.launch, self.records)
+
+    def with_values(self, vals: Sequence[int], global_size: tuple[int, int, int],
+                    local_size: tuple[int, int, int] | None) -> Callable[[], None]:
+        launch = self.launch
+        values = launch.values = dict(zip(launch.program.var_names, vals, strict=True))
+        runs = []
+        for (part, _), host in zip(launch.launches, self.hosts, strict=True):
+            dims = part.launch.dims(values)
+            runs.append(host.with_values([values[n] for n in part.var_names], dims.global_size, dims.local_size))
+        return functools.partial(_run_parts, tuple(runs), launch, self.records)
+
+
+def _run_parts(runs: tuple[Callable[[], None], ...], launch: PartsLaunch,
+               records: tuple[tuple[np.ndarray, bytes], ...]) -> None:
+    """Run ``runs`` in order, then raise what ``launch``'s ``records`` report (they are cleared where a run stops
+    before its check, which could leave one set for the next)."""
+    try:
+        for run in runs:
+            run()
+    except BaseException:
+        launch.memory.clear_records()
+        raise
+    for view, zeros in records:
+        if view.tobytes() != zeros:
+            launch.program.check(launch.memory, launch.values)
+
+
+class UserAddresses:
+    """Where each of a parts program's user buffers is kept in its parts' arguments: ``self[:n] = addresses``
+    writes the ``n`` buffers' addresses, in the program's order, into every part that takes them."""
+
+    __slots__ = ("sites",)
+
+    def __init__(self, sites: tuple[tuple[tuple[Any, int], ...], ...]) -> None:
+        self.sites = sites
+        """Per user buffer, each (argument array, index) it is kept at."""
+
+    def __setitem__(self, key: slice, addresses: Sequence[int]) -> None:
+        for places, address in zip(self.sites[key], addresses, strict=True):
+            for array, index in places:
+                array[index] = address

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod.errors import BufferMismatchError, SvodError
+from svod.errors import BufferMismatchError, IndexOutOfBoundsError, SvodError
 from svod.frontend.pykernel import Kernel
 
 
@@ -255,3 +255,34 @@ def test_a_numpy_bool_and_a_python_bool_are_kernels_apart(n: int) -> None:
         kernel(out, x, flag, 1e-8)
         gated_fn(want, x, flag, 1e-8)
         np.testing.assert_array_equal(out, want)
+
+
+def gather_fn(out, x, at):
+    for i in range(out.shape[0]):
+        out[i] = x[at[i]]
+
+
+@pytest.mark.parametrize("scalar", [False, True], ids=["values fixed", "values per call"])
+def test_a_gather_out_of_bounds_after_prepared_calls_raises_and_the_next_call_runs(device, scalar, general_calls):
+    """A kernel whose reads are checked at run time runs as parts with a status of its own (``PartsOnHost`` on a
+    host-memory device, bound once): an index the data gives out of bounds raises, naming the kernel, the buffer
+    and the index, at every call that reads it, and the calls in bounds between them compute NumPy's gather."""
+    def kernel_fn(out, x, at, by):
+        for i in range(out.shape[0]):
+            out[i] = x[at[i]] + by
+
+    kernel = svod.kernel(kernel_fn if scalar else gather_fn)
+    x = np.arange(5, dtype=np.int32) * 10
+    for turn, at in enumerate(([4, 0, 2], [1, 1, 3], [0, 5, 1], [3, 2, 4], [9, 0, 0], [2, 2, 2])):
+        out, index = np.full(3, -1, np.int32), np.array(at, np.int32)
+        args = (out, x, index, turn) if scalar else (out, x, index)
+        before = len(general_calls)
+        if max(at) >= x.size:
+            with pytest.raises(IndexOutOfBoundsError, match=r"kernel_fn|gather_fn") as caught:
+                kernel(*args, device=device)
+            assert caught.value.index == max(at) and caught.value.size == x.size
+        else:
+            kernel(*args, device=device)
+            np.testing.assert_array_equal(out, x[index] + (turn if scalar else 0))
+        if device.caps.host_memory and turn:
+            assert len(general_calls) == before, "a call of the same signature was bound again"
