@@ -17,7 +17,7 @@ from functools import cache
 import llvmlite.binding as llvm
 
 from benchmarks.timing import settle
-from svod.backends.cpu_runtime import host_target_machine
+from svod.backends.cpu_host import host_target_machine
 
 CHAINS = 12
 """Independent accumulators per loop: latency 4-5 cycles times two FMA pipes, with room to spare, and with

@@ -34,8 +34,9 @@ import subprocess
 import tempfile
 import weakref
 
+from svod.backends.cpu_host import host_vector_registers
 from svod.backends.cpu_replay import NativeReplayer
-from svod.backends.cpu_runtime import CpuProgram, host_vector_registers
+from svod.backends.cpu_runtime import CpuProgram
 from svod.backends.elf import ET_DYN, read_elf
 from svod.codegen.render.c import CRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from svod.backends.base import Host, Opened, Pair
 from svod.backends.clang import ClangCompiler
-from svod.backends.cpu_runtime import host_l2_bytes, host_vector_registers
+from svod.backends.cpu_host import host_l2_bytes, host_vector_registers
 from svod.backends.cpu_team import thread_team
 from svod.backends.llvm import LLVMCompiler
 from svod.codegen.render.base import KernelRenderer

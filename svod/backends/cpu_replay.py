@@ -52,7 +52,8 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from svod.backends.cpu_runtime import CpuLaunch, host_target_machine
+from svod.backends.cpu_host import host_target_machine
+from svod.backends.cpu_runtime import CpuLaunch
 from svod.backends.cpu_team import thread_team
 from svod.device import (
     HostCondition,

@@ -16,8 +16,9 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
+from svod.backends.cpu_host import host_target_machine
 from svod.backends.cpu_replay import NativeReplayer
-from svod.backends.cpu_runtime import CpuProgram, host_target_machine
+from svod.backends.cpu_runtime import CpuProgram
 from svod.backends.elf import ET_REL, read_elf
 from svod.codegen.render.llvmir import LLVMRenderer
 from svod.device import CompiledSpec, CompilerBase, DeviceCaps, ProgramSpec

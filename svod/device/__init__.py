@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from svod.device.launch import ConcreteLaunchDims, LaunchShape
     from svod.device.protocols import (
         BufferAddress,
+        CallArray,
         Compiler,
         CompilerBase,
         HostArguments,
@@ -55,10 +56,10 @@ _HOMES = {
     **dict.fromkeys(("CORE_ID", "DeviceCaps", "WorkGroupLimits", "launch_index", "parse_launch_index"), "caps"),
     **dict.fromkeys(("Device", "Pair", "resolver"), "device"),
     **dict.fromkeys(("ConcreteLaunchDims", "LaunchShape"), "launch"),
-    **dict.fromkeys(("BufferAddress", "Compiler", "CompilerBase", "HostArguments", "HostCondition", "KernelCall",
-                     "Launch", "PlanReplay", "PlanReplayer", "Program", "ProgramBase", "Renderer", "ReplayBranch",
-                     "ReplayCopy", "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop", "ReplayWhile",
-                     "RuntimeFactory"), "protocols"),
+    **dict.fromkeys(("BufferAddress", "CallArray", "Compiler", "CompilerBase", "HostArguments", "HostCondition",
+                     "KernelCall", "Launch", "PlanReplay", "PlanReplayer", "Program", "ProgramBase", "Renderer",
+                     "ReplayBranch", "ReplayCopy", "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop",
+                     "ReplayWhile", "RuntimeFactory"), "protocols"),
     **dict.fromkeys(("CompiledSpec", "KernelMetadata", "ProgramSpec", "Variable", "derive_metadata", "entry_symbol",
                      "kernel_variables"), "spec"),
 }
@@ -73,9 +74,9 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CompiledSpec", "DeviceCaps", "WorkGroupLimits",
-           "launch_index", "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims", "Device",
-           "HostAllocator", "HostArguments", "HostCondition", "KernelCall", "KernelMetadata", "Launch",
+__all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CallArray", "CompiledSpec", "DeviceCaps",
+           "WorkGroupLimits", "launch_index", "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims",
+           "Device", "HostAllocator", "HostArguments", "HostCondition", "KernelCall", "KernelMetadata", "Launch",
            "LaunchShape", "Pair", "PlanReplay", "PlanReplayer", "Program", "ProgramBase", "ProgramSpec",
            "Renderer", "ReplayBranch", "ReplayCopy", "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop",
            "ReplayWhile", "ReusePool", "RuntimeFactory", "Variable", "derive_metadata", "entry_symbol",

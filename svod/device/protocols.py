@@ -175,6 +175,27 @@ class HostArguments(ABC):
         for a caller that alone runs it, with the same values every time (the values a call sets are written
         once, not per run)."""
 
+    def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arrays: Sequence[CallArray],
+                   apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], int] | None:
+        """This launch's program with ``vals`` at these sizes as a call of a call's arguments that checks the numpy
+        arrays ``arrays`` among them (no two of ``apart``, indices into ``arrays``, sharing memory) and runs it on
+        them, in native code: it answers 1 where it ran, 0 where an array is not as ``arrays`` says (the caller
+        checks them then). Reentrant: it keeps its arguments apart from this launch's. None where the device has
+        no such call."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CallArray:
+    """A numpy array a call's signature fixes (``HostArguments.array_call``): its position among the call's
+    arguments, its dtype (this object: an equal one of another identity is checked in Python), its shape, and
+    whether the kernel writes it."""
+
+    position: int
+    dtype: Any
+    shape: tuple[int, ...]
+    written: bool
+
 
 @dataclass(slots=True)
 class BufferAddress:

@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from svod.device import Variable
+from svod.device import CallArray, HostArguments, Launch, Variable
 from svod.device.buffer import NOT_EXPORTED, InPlace, address_of, exported, shared_address
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
 from svod.frontend.source import Located
 from svod.runtime import generated
 from svod.runtime.kernel import CachedKernel
+from svod.runtime.parts import PartsOnHost
 
 CALLS_KEPT = 64
 """The signatures a kernel keeps prepared calls for: enough for the shapes a program cycles through, few enough
@@ -78,9 +79,15 @@ class PreparedCall:
         body = [f"if len(args) != {len(args)} or (device is not DEVICE and device != DEVICE):", "    return False"]
         body += _number_guards(args, constants, namespace)
         arrays = [(position, value) for position, value in enumerate(args) if type(value) is np.ndarray]
+        bound = kernel.bind_host()
+        pairs = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
+                            for (position, value), argument in zip(arrays, kernel.layout, strict=True)]).pairs
+        if bound is not None and not varying:
+            body += _native(bound[1], arrays, kernel, vals, dims, pairs, namespace)
         body += _array_guards(arrays, kernel, namespace)
         body += _values(varying, vals, namespace)
-        body += ["try:", *(f"    {line}" for line in _launch(kernel, arrays, vals, dims, varying, namespace)),
+        launch = _launch(kernel, bound, arrays, pairs, vals, dims, varying, namespace)
+        body += ["try:", *(f"    {line}" for line in launch),
                  "except SvodError as err:", "    err.name_kernel(NAME)", "    LOCATE(err)", "    raise"]
         self.run: Callable[[tuple[Any, ...], Any], bool] = generated.function("run", ("args", "device"), body,
                                                                                 namespace)
@@ -142,7 +149,26 @@ def _values(varying: Sequence[tuple[int, Variable, int]], vals: list[int], names
     return [*body, "except SvodError:", "    return False"]
 
 
-def _launch(kernel: CachedKernel, arrays: Sequence[tuple[int, np.ndarray]], vals: list[int],
+def _native(host: HostArguments | PartsOnHost, arrays: Sequence[tuple[int, np.ndarray]], kernel: CachedKernel,
+            vals: list[int], dims: ConcreteLaunchDims, pairs: Sequence[tuple[int, int]], namespace: dict[str, Any]
+            ) -> list[str]:
+    """The call in native code, where the device has one (``HostArguments.array_call``) and the arrays of the call
+    it is made for are all it would take (so that one like them is not checked twice): the checks in Python then
+    see only the calls it declines."""
+    usable = all(value.flags.c_contiguous and (value.flags.writeable or not argument.written)
+                 for (_, value), argument in zip(arrays, kernel.layout, strict=True))
+    native = host.array_call(vals, dims.global_size, [CallArray(position, value.dtype, value.shape, argument.written)
+                                                      for (position, value), argument in zip(arrays, kernel.layout,
+                                                                                             strict=True)],
+                             pairs) if usable and isinstance(host, HostArguments) else None
+    if native is None:
+        return []
+    namespace["NATIVE"] = native
+    return ["if NATIVE(args):", "    return True"]
+
+
+def _launch(kernel: CachedKernel, bound: tuple[Launch, HostArguments | PartsOnHost] | None,
+            arrays: Sequence[tuple[int, np.ndarray]], pairs: Sequence[tuple[int, int]], vals: list[int],
             dims: ConcreteLaunchDims, varying: Sequence[tuple[int, Variable, int]], namespace: dict[str, Any]
             ) -> list[str]:
     """The launch: through the launch bound once where the kernel has one and no other thread is using it (its
@@ -151,12 +177,9 @@ def _launch(kernel: CachedKernel, arrays: Sequence[tuple[int, np.ndarray]], vals
     found = f"[{', '.join(f'p{slot}' for slot in range(len(arrays)))}]"
     nbytes = [argument.dtype.itemsize * value.size for (_, value), argument in zip(arrays, kernel.layout,
                                                                                     strict=True)]
-    pairs = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
-                        for (position, value), argument in zip(arrays, kernel.layout, strict=True)]).pairs
     meets = [f"if p{a} < p{b} + {nbytes[b]} and p{b} < p{a} + {nbytes[a]}:" for a, b in pairs]
     general = [*(line for check in meets for line in (check, "    return False")),
                f"EXECUTE({found}, vals, GLOBAL, LOCAL)", "return True"]
-    bound = kernel.bind_host()
     if bound is None:
         return general
     launch, host = bound

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import svod
-from svod.backends import cpu_runtime
+from svod.backends import cpu_host
 from svod.device.caps import ASSUMED_L2_BYTES
 
 
@@ -28,15 +28,15 @@ def _caches(root, *caches):
     ((), ASSUMED_L2_BYTES),
 ])
 def test_the_l2_size_is_read_from_linux_or_assumed(tmp_path, monkeypatch, caches, expected):
-    monkeypatch.setattr(cpu_runtime, "CACHES", _caches(tmp_path, *caches))
-    cpu_runtime.host_l2_bytes.cache_clear()
+    monkeypatch.setattr(cpu_host, "CACHES", _caches(tmp_path, *caches))
+    cpu_host.host_l2_bytes.cache_clear()
     try:
-        assert cpu_runtime.host_l2_bytes() == expected
+        assert cpu_host.host_l2_bytes() == expected
     finally:
-        cpu_runtime.host_l2_bytes.cache_clear()
+        cpu_host.host_l2_bytes.cache_clear()
 
 
 def test_the_cpu_device_sizes_blocks_by_this_hosts_l2():
     caps = svod.get_device("CPU").renderer.caps
-    assert caps.l2_bytes == cpu_runtime.host_l2_bytes() > 0
+    assert caps.l2_bytes == cpu_host.host_l2_bytes() > 0
     assert f"-l2{caps.l2_bytes}" in svod.get_device("CPU").renderer.cache_key

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.fma_peak import CHAINS, _compiled, _ir, fma_peak_gflops, vector_bits
-from svod.backends.cpu_runtime import host_target_machine
+from svod.backends.cpu_host import host_target_machine
 
 
 @pytest.mark.parametrize(("dtype", "element"), [(np.float32, "float"), (np.float64, "double")])

@@ -1,0 +1,266 @@
+"""A prepared call's checks and launch in native code (``CpuLaunch.array_call``): one function, compiled once per
+process, reads each argument's numpy array as NumPy's C API does (its type, dtype, shape, flags and data pointer
+are fields of the array object), checks them against the call's signature, and calls the kernel, the GIL released
+while it runs. A call of a tiny kernel then costs about a ctypes call; checked in Python, the same checks and
+launch took several times that.
+
+::
+
+    signature (int64 words):  count  kernel  vars  ndarray  save  restore  pairs  pairs_at
+                              then per array: position  descr  ndim  dims_at  flags  align_mask  nbytes  -
+                              then the dims (dims_at), then the pairs (pairs_at: two array indices each)
+
+It answers 1 where it ran the kernel and 0, having run nothing, where an argument is not as the signature says
+(another type, dtype object, shape; not C-contiguous, aligned, or writeable where the kernel writes it; a
+written array overlapping another): the caller's Python checks then take the call, as they would have without
+it. The arrays' layout is read at fixed offsets from the object's start, the ones NumPy's headers give its
+``PyArrayObject_fields``; it is checked against NumPy's own answers for a few arrays once, and where they differ
+no call is native.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from svod.backends.cpu_host import host_target_machine
+from svod.device import CallArray
+
+C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
+"""NumPy's ``NPY_ARRAY_*`` flag bits (``ndarraytypes.h``)."""
+HEADER = 8
+"""Words of a signature before its arrays' records."""
+RECORD = 8
+"""Words of one array's record."""
+MOST_ARRAYS = 64
+"""The most arrays a native call takes (its buffer table lives on the stack)."""
+
+HEAD = object.__basicsize__
+"""Bytes of an object's header (``PyObject_HEAD``): a NumPy array's fields and a tuple's length follow it."""
+TYPE_AT = HEAD - ctypes.sizeof(ctypes.c_void_p)
+"""Where an object's type pointer is: the header's last word, in CPython's builds with and without the GIL."""
+DATA_AT, NDIM_AT, DIMS_AT, DESCR_AT, FLAGS_AT = HEAD, HEAD + 8, HEAD + 16, HEAD + 40, HEAD + 48
+"""``PyArrayObject_fields``: data, nd (int), dimensions, strides, base, descr, flags (int)."""
+ITEMS_AT = tuple.__basicsize__
+"""Where a tuple's items start."""
+
+CALL_TYPE = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.py_object)
+"""The native call: a signature and the call's arguments (a tuple); with the GIL held, as it reads objects."""
+
+
+def _word(record: str, k: int, name: str) -> str:
+    return f"  %{name}.p = getelementptr i64, ptr %{record}, i64 {k}\n  %{name} = load i64, ptr %{name}.p\n"
+
+
+def _field(array: str, offset: int, kind: str, name: str) -> str:
+    """A field of the array object ``array`` at byte ``offset``, as i64 ``%name``."""
+    load = f"  %{name}.p = getelementptr i8, ptr %{array}, i64 {offset}\n"
+    if kind == "i32":
+        return load + f"  %{name}.n = load i32, ptr %{name}.p\n  %{name} = sext i32 %{name}.n to i64\n"
+    return load + f"  %{name} = load i64, ptr %{name}.p\n"
+
+
+_IR = (
+    """
+define i64 @svod_array_call(ptr %sig, ptr %args) {
+entry:
+"""
+    + _word("sig", 0, "count") + _word("sig", 1, "fn") + _word("sig", 2, "vars") + _word("sig", 3, "ndarray")
+    + _word("sig", 4, "save") + _word("sig", 5, "restore") + _word("sig", 6, "npairs") + _word("sig", 7, "pairs")
+    + """  %bufs = alloca i64, i64 %count
+  br label %array
+
+array:
+  %i = phi i64 [0, %entry], [%i.next, %array.ok]
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %array.body, label %pair
+
+array.body:
+  %r.k = mul i64 %i, """ + str(RECORD) + """
+  %r.at = add i64 %r.k, """ + str(HEADER) + """
+  %r = getelementptr i64, ptr %sig, i64 %r.at
+"""
+    + _word("r", 0, "position") + _word("r", 1, "descr") + _word("r", 2, "ndim") + _word("r", 3, "dims.at")
+    + _word("r", 4, "flags") + _word("r", 5, "mask")
+    + f"""  %item.k = mul i64 %position, 8
+  %item.at = add i64 %item.k, {ITEMS_AT}
+  %item.p = getelementptr i8, ptr %args, i64 %item.at
+  %a = load ptr, ptr %item.p
+"""
+    + _field("a", TYPE_AT, "i64", "a.type") + """  %type.ok = icmp eq i64 %a.type, %ndarray
+  br i1 %type.ok, label %array.fields, label %decline
+
+array.fields:
+"""
+    + _field("a", DESCR_AT, "i64", "a.descr") + _field("a", NDIM_AT, "i32", "a.ndim")
+    + _field("a", FLAGS_AT, "i32", "a.flags") + _field("a", DATA_AT, "i64", "a.data")
+    + f"""  %a.dims.p = getelementptr i8, ptr %a, i64 {DIMS_AT}
+  %a.dims = load ptr, ptr %a.dims.p
+  %descr.ok = icmp eq i64 %a.descr, %descr
+  %ndim.ok = icmp eq i64 %a.ndim, %ndim
+  %a.set = and i64 %a.flags, %flags
+  %flags.ok = icmp eq i64 %a.set, %flags
+  %a.off = and i64 %a.data, %mask
+  %align.ok = icmp eq i64 %a.off, 0
+  %ok.1 = and i1 %descr.ok, %ndim.ok
+  %ok.2 = and i1 %flags.ok, %align.ok
+  %ok = and i1 %ok.1, %ok.2
+  br i1 %ok, label %dim, label %decline
+
+dim:
+  %d = phi i64 [0, %array.fields], [%d.next, %dim.ok]
+  %d.more = icmp slt i64 %d, %ndim
+  br i1 %d.more, label %dim.body, label %array.ok
+
+dim.body:
+  %d.have.p = getelementptr i64, ptr %a.dims, i64 %d
+  %d.have = load i64, ptr %d.have.p
+  %d.at = add i64 %dims.at, %d
+  %d.want.p = getelementptr i64, ptr %sig, i64 %d.at
+  %d.want = load i64, ptr %d.want.p
+  %d.same = icmp eq i64 %d.have, %d.want
+  br i1 %d.same, label %dim.ok, label %decline
+
+dim.ok:
+  %d.next = add i64 %d, 1
+  br label %dim
+
+array.ok:
+  %buf.p = getelementptr i64, ptr %bufs, i64 %i
+  store i64 %a.data, ptr %buf.p
+  %i.next = add i64 %i, 1
+  br label %array
+
+pair:
+  %p = phi i64 [0, %array], [%p.next, %pair.apart]
+  %p.more = icmp slt i64 %p, %npairs
+  br i1 %p.more, label %pair.body, label %run
+
+pair.body:
+  %p.k = shl i64 %p, 1
+  %p.at = add i64 %pairs, %p.k
+  %p.first.p = getelementptr i64, ptr %sig, i64 %p.at
+  %p.first = load i64, ptr %p.first.p
+  %p.at2 = add i64 %p.at, 1
+  %p.second.p = getelementptr i64, ptr %sig, i64 %p.at2
+  %p.second = load i64, ptr %p.second.p
+  %s1.p = getelementptr i64, ptr %bufs, i64 %p.first
+  %s1 = load i64, ptr %s1.p
+  %s2.p = getelementptr i64, ptr %bufs, i64 %p.second
+  %s2 = load i64, ptr %s2.p
+  %n1.k = mul i64 %p.first, {RECORD}
+  %n1.at = add i64 %n1.k, {HEADER + 6}
+  %n1.p = getelementptr i64, ptr %sig, i64 %n1.at
+  %n1 = load i64, ptr %n1.p
+  %n2.k = mul i64 %p.second, {RECORD}
+  %n2.at = add i64 %n2.k, {HEADER + 6}
+  %n2.p = getelementptr i64, ptr %sig, i64 %n2.at
+  %n2 = load i64, ptr %n2.p
+  %e1 = add i64 %s1, %n1
+  %e2 = add i64 %s2, %n2
+  %before = icmp ult i64 %s1, %e2
+  %after = icmp ult i64 %s2, %e1
+  %meet = and i1 %before, %after
+  br i1 %meet, label %decline, label %pair.apart
+
+pair.apart:
+  %p.next = add i64 %p, 1
+  br label %pair
+
+run:
+  %fn.f = inttoptr i64 %fn to ptr
+  %vars.f = inttoptr i64 %vars to ptr
+  %save.f = inttoptr i64 %save to ptr
+  %restore.f = inttoptr i64 %restore to ptr
+  %state = call ptr %save.f()
+  call void %fn.f(ptr %bufs, ptr %vars.f, i64 0)
+  call void %restore.f(ptr %state)
+  ret i64 1
+
+decline:
+  ret i64 0
+}}
+""")
+
+
+class _NativeCalls:
+    """The native call, compiled once per process."""
+
+    def __init__(self) -> None:
+        module = llvm.parse_assembly(_IR)
+        module.verify()
+        self.engine = llvm.create_mcjit_compiler(module, host_target_machine(2))
+        self.engine.finalize_object()
+        self.call = CALL_TYPE(self.engine.get_function_address("svod_array_call"))
+        self.ndarray = id(np.ndarray)
+        self.save = _function_address("PyEval_SaveThread")
+        self.restore = _function_address("PyEval_RestoreThread")
+
+
+def _function_address(name: str) -> int:
+    address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+    assert address is not None
+    return address
+
+
+@functools.cache
+def native_calls() -> _NativeCalls | None:
+    """The native call, or None where NumPy's arrays are not laid out as it reads them."""
+    return _NativeCalls() if _layout_holds() else None
+
+
+def _layout_holds() -> bool:
+    """Whether a few arrays' fields, read where the native call reads them, are what NumPy says of them."""
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    frozen = np.zeros(5, np.int16)
+    frozen.flags.writeable = False
+    for array in (np.zeros(3), base, base[:, 1:4], frozen, np.zeros((2, 0, 3), np.complex128), np.zeros((), np.uint8)):
+        at = id(array)
+        ndim = ctypes.c_int.from_address(at + NDIM_AT).value
+        dims = ctypes.c_void_p.from_address(at + DIMS_AT).value
+        shape = tuple((ctypes.c_int64 * ndim).from_address(dims)) if ndim and dims else ()
+        if (ctypes.c_void_p.from_address(at + TYPE_AT).value != id(np.ndarray)
+                or ctypes.c_void_p.from_address(at + DATA_AT).value != array.__array_interface__["data"][0]
+                or ndim != array.ndim or shape != array.shape
+                or ctypes.c_void_p.from_address(at + DESCR_AT).value != id(array.dtype)
+                or ctypes.c_int.from_address(at + FLAGS_AT).value != array.flags.num):
+            return False
+    held = (frozen, base)
+    return tuple.__itemsize__ == 8 and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base)
+
+
+def array_call(function: int, vals: Sequence[int], arrays: Sequence[CallArray],
+               apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], int] | None:
+    """A native call of the one-worker kernel at ``function`` with ``vals`` on a call's ``arrays`` (each by its
+    position in the call's arguments), no two of ``apart`` (indices into ``arrays``) sharing memory: called with
+    the call's arguments, it answers 1 where it ran the kernel, 0 where it did not. None where no call is native
+    (see ``native_calls``), or for more than ``MOST_ARRAYS`` arrays or an empty one (its data pointer is not one a
+    kernel reads)."""
+    calls = native_calls()
+    if calls is None or not arrays or len(arrays) > MOST_ARRAYS or any(0 in a.shape for a in arrays):
+        return None
+    variables = (ctypes.c_int64 * max(len(vals), 1))(*vals)
+    dims_at = HEADER + RECORD * len(arrays)
+    pairs_at = dims_at + sum(len(a.shape) for a in arrays)
+    words = [len(arrays), function, ctypes.addressof(variables), calls.ndarray, calls.save, calls.restore,
+             len(apart), pairs_at]
+    dims: list[int] = []
+    for array in arrays:
+        flags = C_CONTIGUOUS | ALIGNED | (WRITEABLE if array.written else 0)
+        words += [array.position, id(array.dtype), len(array.shape), dims_at + len(dims), flags,
+                  array.dtype.itemsize - 1, array.dtype.itemsize * int(np.prod(array.shape)), 0]
+        dims += array.shape
+    words += dims + [index for pair in apart for index in pair]
+    signature = (ctypes.c_int64 * len(words))(*words)
+    call = functools.partial(calls.call, ctypes.addressof(signature))
+    call.held = (signature, variables, tuple(a.dtype for a in arrays))  # type: ignore[attr-defined]
+    """What the signature's words point into, alive as long as the call."""
+    return call
+
+
+__all__ = ["array_call", "native_calls"]

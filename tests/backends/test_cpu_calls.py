@@ -1,0 +1,135 @@
+"""A prepared call's checks and launch in native code (``svod.backends.cpu_calls``): a call of the signature it was
+made for runs there, and every other call (another dtype object, shape, strides, flags, alignment, overlap, a
+subclass) is declined, having run nothing, and taken by the checks in Python as before: computed as NumPy computes
+it, or refused in the same words."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import svod
+from svod.backends.cpu_calls import native_calls
+from svod.errors import SvodError
+from tests.helpers import open_device
+
+
+def scaled_sum_fn(out, x, y):
+    for i in range(out.shape[0]):
+        out[i] = x[i] * 2.0 + y[i]
+
+
+class Tagged(np.ndarray):
+    """An ndarray subclass: its objects are not numpy's own arrays, which the native call reads."""
+
+
+def _answers(kernel: svod.Kernel) -> list[int]:
+    """What the native call of ``kernel``'s last prepared call answers from now on (1 ran, 0 declined)."""
+    prepared = kernel._calls.last
+    assert prepared is not None
+    namespace = prepared.run.__globals__
+    assert "NATIVE" in namespace, "a tiny kernel's prepared call on a CPU calls natively"
+    answers: list[int] = []
+    native: Callable[[tuple[Any, ...]], int] = namespace["NATIVE"]
+
+    def counted(args: tuple[Any, ...]) -> int:
+        answers.append(native(args))
+        return answers[-1]
+
+    namespace["NATIVE"] = counted
+    return answers
+
+
+def _outcome(kernel: svod.Kernel, out: np.ndarray, x: np.ndarray, y: np.ndarray, device: object) -> object:
+    """The array ``out`` becomes, or the error the call raises (its type and words)."""
+    try:
+        kernel(out, x, y, device=device)
+    except SvodError as err:
+        return type(err), str(err)
+    return np.array(out)
+
+
+def _unaligned(values: np.ndarray) -> np.ndarray:
+    raw = np.zeros(values.nbytes + 1, np.uint8)
+    array = raw[1:].view(values.dtype)
+    array[:] = values
+    return array
+
+
+def test_numpys_arrays_are_laid_out_as_the_native_call_reads_them():
+    assert native_calls() is not None
+
+
+def _cases(size: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Calls after calls of ``(out, x, y)`` of ``size`` float64 elements each, by what is new in them."""
+    x, y = np.linspace(-2.0, 3.0, size), np.arange(size, dtype=np.float64)
+    frozen, shared = np.full(size, np.nan), np.linspace(1.0, 2.0, size)
+    frozen.flags.writeable = False
+    return {
+        "new arrays": (np.full(size, np.nan), x + 1.0, y * 3.0),
+        "a strided input": (np.full(size, np.nan), np.linspace(0.0, 1.0, 2 * size)[::2], y),
+        "a byte-swapped input": (np.full(size, np.nan), x.astype(">f8"), y),
+        "an unaligned input": (np.full(size, np.nan), _unaligned(x), y),
+        "a subclass": (np.full(size, np.nan), x.view(Tagged), y),
+        "a read-only output": (frozen, x, y),
+        "an input that is the output": (shared, shared, y),
+        "another float dtype": (np.full(size, np.nan), x.astype(np.float32), y),
+        "another shape": (np.full(size + 1, np.nan), np.ones(size + 1), np.ones(size + 1)),
+    }
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("size", [1, 7, 16])
+@pytest.mark.parametrize("case", list(_cases(1)))
+def test_calls_of_the_prepared_signature_run_natively_and_others_as_before(compiler, size, case):
+    """After two calls of one signature, a call of it runs natively; any other is declined and taken as a first
+    call of it is: computed as plain Python computes it (the output and an input one array too), or refused in the
+    same words."""
+    device = open_device(compiler)
+    kernel = svod.kernel(scaled_sum_fn)
+    x, y = np.linspace(-2.0, 3.0, size), np.arange(size, dtype=np.float64)
+    for _ in range(2):
+        kernel(np.full(size, np.nan), x, y, device=device)
+    answers = _answers(kernel)
+    got = _outcome(kernel, *_cases(size)[case], device)
+    first = _outcome(svod.kernel(scaled_sum_fn), *_cases(size)[case], device)  # the same arrays anew
+    if isinstance(first, tuple):
+        assert got == first
+    else:
+        out, x_, y_ = (np.array(a) for a in _cases(size)[case])
+        if case == "an input that is the output":
+            x_ = out
+        scaled_sum_fn(out, x_, y_)
+        np.testing.assert_array_equal(first, out)
+        np.testing.assert_array_equal(got, out)
+    native = case == "new arrays" or (case == "a strided input" and size == 1)  # (one element: contiguous)
+    assert answers == [int(native)]
+    kernel(out := np.full(size, np.nan), x, y, device=device)
+    np.testing.assert_array_equal(out, x * 2.0 + y)
+
+
+def test_calls_from_threads_at_once_each_run_on_their_own_arrays():
+    kernel = svod.kernel(scaled_sum_fn)
+    size = 9
+    x, y = np.arange(size, dtype=np.float64), np.ones(size)
+    kernel(np.zeros(size), x, y)
+    kernel(np.zeros(size), x, y)
+    failures: list[str] = []
+
+    def calls(seed: int) -> None:
+        for turn in range(300):
+            out, shift = np.full(size, np.nan), float(seed * 1000 + turn)
+            kernel(out, x + shift, y)
+            if not np.array_equal(out, (x + shift) * 2.0 + y):
+                failures.append(f"thread {seed}, turn {turn}")
+
+    threads = [threading.Thread(target=calls, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
