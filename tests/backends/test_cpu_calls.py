@@ -133,3 +133,37 @@ def test_calls_from_threads_at_once_each_run_on_their_own_arrays():
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_svod_run_of_the_arrays_it_ran_on_first_runs_natively_and_of_others_as_before(compiler):
+    """``svod.run`` in place with no variable values: a call on arrays like the first one's runs natively; others
+    (longer than the kernel needs, strided, read-only, another dtype, one array twice) are declined and taken as
+    before: run in place, through a copy, or refused."""
+    device = open_device(compiler)
+    k = svod.KernelBuilder("plus_one_natively")
+    out, x = k.buffer(svod.dtypes.float32, 16), k.buffer(svod.dtypes.float32, 16)
+    i = k.range(16)
+    k.store(out[i], x[i] + 1.0)
+    ast = k.build()
+    values = np.linspace(-1.0, 1.0, 16, dtype=np.float32)
+    svod.run(ast, [np.zeros(16, np.float32), values], device=device)
+    reused = svod.compile(ast, device)._reused
+    answers: list[int] = []
+    native = reused.native
+    reused.native = lambda args: answers.append(native(args)) or answers[-1]
+    frozen = np.zeros(16, np.float32)
+    frozen.flags.writeable = False
+    shared = values.copy()
+    cases = [(np.zeros(16, np.float32), values + 1), (np.zeros(17, np.float32), np.ones(17, np.float32)),
+             (np.zeros(16, np.float32), np.linspace(0, 1, 32, dtype=np.float32)[::2]), (frozen, values),
+             (np.zeros(16, np.float64), values), (shared, shared)]
+    for number, (target, source) in enumerate(cases):
+        want = source[:16].astype(np.float32) + np.float32(1.0)
+        try:
+            svod.run(ast, [target, source], device=device)
+        except SvodError as err:
+            assert number in (3, 4), err  # read-only, and float64 where the kernel writes float32
+        else:
+            np.testing.assert_array_equal(target[:16], want)
+    assert answers == [1, 0, 0, 0, 0, 0]
