@@ -390,12 +390,34 @@ def in_some_turn(condition: UOp, r: UOp) -> UOp | None:
     last for ``c < 0``); ``==`` where ``a - b`` is at most 0 there and at least 0 in the other end turn (exact
     for ``c`` of -1, 0 or 1, weaker but sound otherwise); ``!=`` where the loop turns twice or the first turn
     differs (weaker but sound for ``c == 0``). An OR holds where one of its parts does; an AND implies each of
-    its parts, so the parts found make a weaker but sound condition."""
-    if condition.op in (Ops.AND, Ops.OR) and condition.dtype == dtypes.bool:
-        first, second = (in_some_turn(s, r) for s in condition.src)
-        if condition.op is Ops.OR:
-            return None if first is None or second is None else first | second
-        return second if first is None else first if second is None else first & second
+    its parts, so the parts found make a weaker but sound condition. A part shared by several is found once: a
+    condition is a graph, and a chain of ``where``s shares its parts, which a walk of its tree meets
+    exponentially often."""
+    found: dict[UOp, UOp | None] = {}
+    pending = [condition]
+    while pending:
+        node = pending[-1]
+        if node in found:
+            pending.pop()
+            continue
+        if node.op in (Ops.AND, Ops.OR) and node.dtype == dtypes.bool:
+            missing = [s for s in node.src if s not in found]
+            if missing:
+                pending.extend(missing)
+                continue
+            first, second = (found[s] for s in node.src)
+            if node.op is Ops.OR:
+                found[node] = None if first is None or second is None else first | second
+            else:
+                found[node] = second if first is None else first if second is None else first & second
+        else:
+            found[node] = _comparison_in_some_turn(node, r)
+        pending.pop()
+    return found[condition]
+
+
+def _comparison_in_some_turn(condition: UOp, r: UOp) -> UOp | None:
+    """``in_some_turn`` of a comparison."""
     comparison = _comparison(condition)
     if comparison is None:
         return None
