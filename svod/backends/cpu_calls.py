@@ -6,22 +6,23 @@ launch took several times that.
 
 ::
 
-    signature (int64 words):  count  kernel  vars  ndarray  save  restore  pairs  pairs_at
+    signature (int64 words):  count  kernel  vars  ndarray  save  restore  pairs  pairs_at  arguments
                               then per array: position  descr  ndim  dims_at  flags  align_mask  nbytes  -
                               then the dims (dims_at), then the pairs (pairs_at: two array indices each)
 
-It answers 1 where it ran the kernel and 0, having run nothing, where an argument is not as the signature says
-(another type, dtype object, shape; not C-contiguous, aligned, or writeable where the kernel writes it; a
-written array overlapping another): the caller's Python checks then take the call, as they would have without
-it. The arrays' layout is read at fixed offsets from the object's start, the ones NumPy's headers give its
-``PyArrayObject_fields``; it is checked against NumPy's own answers for a few arrays once, and where they differ
-no call is native.
+It answers 1 where it ran the kernel and 0, having run nothing, where the arguments are not as the signature
+says (another count of them; another type, dtype object, shape; not C-contiguous, aligned to its element's size,
+or writeable where the kernel writes it; a written array overlapping another): the caller's Python checks then
+take the call, as they would have without it. The arrays' layout is read at fixed offsets from the object's
+start, the ones NumPy's headers give its ``PyArrayObject_fields``, and a tuple's as CPython's; they are checked
+against NumPy's and Python's own answers once, and where they differ no call is native.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,10 +31,11 @@ import numpy as np
 
 from svod.backends.cpu_host import host_target_machine
 from svod.device import CallArray
+from svod.errors import SvodError
 
-C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
+C_CONTIGUOUS, WRITEABLE = 0x1, 0x400
 """NumPy's ``NPY_ARRAY_*`` flag bits (``ndarraytypes.h``)."""
-HEADER = 8
+HEADER = 9
 """Words of a signature before its arrays' records."""
 RECORD = 8
 """Words of one array's record."""
@@ -48,18 +50,22 @@ DATA_AT, NDIM_AT, DIMS_AT, DESCR_AT, FLAGS_AT = HEAD, HEAD + 8, HEAD + 16, HEAD 
 """``PyArrayObject_fields``: data, nd (int), dimensions, strides, base, descr, flags (int)."""
 ITEMS_AT = tuple.__basicsize__
 """Where a tuple's items start."""
+LENGTH_AT = ITEMS_AT - 8
+"""Where a tuple's length is (``PyVarObject``'s ``ob_size``, the word before its items)."""
 
 CALL_TYPE = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.py_object)
 """The native call: a signature and the call's arguments (a tuple); with the GIL held, as it reads objects."""
 
 
 def _word(record: str, k: int, name: str) -> str:
+    """Word ``k`` of the words at ``%record``, as i64 ``%name``."""
     return f"  %{name}.p = getelementptr i64, ptr %{record}, i64 {k}\n  %{name} = load i64, ptr %{name}.p\n"
 
 
-def _field(array: str, offset: int, kind: str, name: str) -> str:
-    """A field of the array object ``array`` at byte ``offset``, as i64 ``%name``."""
-    load = f"  %{name}.p = getelementptr i8, ptr %{array}, i64 {offset}\n"
+def _field(obj: str, offset: int, kind: str, name: str) -> str:
+    """The field of ``kind`` (i64, or i32 sign-extended) at byte ``offset`` of the object at ``%obj``, as i64
+    ``%name``."""
+    load = f"  %{name}.p = getelementptr i8, ptr %{obj}, i64 {offset}\n"
     if kind == "i32":
         return load + f"  %{name}.n = load i32, ptr %{name}.p\n  %{name} = sext i32 %{name}.n to i64\n"
     return load + f"  %{name} = load i64, ptr %{name}.p\n"
@@ -72,8 +78,10 @@ entry:
 """
     + _word("sig", 0, "count") + _word("sig", 1, "fn") + _word("sig", 2, "vars") + _word("sig", 3, "ndarray")
     + _word("sig", 4, "save") + _word("sig", 5, "restore") + _word("sig", 6, "npairs") + _word("sig", 7, "pairs")
+    + _word("sig", 8, "arguments") + _field("args", LENGTH_AT, "i64", "length")
     + """  %bufs = alloca i64, i64 %count
-  br label %array
+  %length.ok = icmp eq i64 %length, %arguments
+  br i1 %length.ok, label %array, label %decline
 
 array:
   %i = phi i64 [0, %entry], [%i.next, %array.ok]
@@ -204,7 +212,8 @@ class _NativeCalls:
 
 def _function_address(name: str) -> int:
     address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
-    assert address is not None
+    if not address:
+        raise SvodError(f"the Python API has no {name}", stage="load", value=name)
     return address
 
 
@@ -231,16 +240,17 @@ def _layout_holds() -> bool:
                 or ctypes.c_int.from_address(at + FLAGS_AT).value != array.flags.num):
             return False
     held = (frozen, base)
-    return tuple.__itemsize__ == 8 and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base)
+    return (tuple.__itemsize__ == 8 and ctypes.c_int64.from_address(id(held) + LENGTH_AT).value == len(held)
+            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base))
 
 
-def array_call(function: int, vals: Sequence[int], arrays: Sequence[CallArray],
+def array_call(function: int, vals: Sequence[int], arguments: int, arrays: Sequence[CallArray],
                apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], int] | None:
-    """A native call of the one-worker kernel at ``function`` with ``vals`` on a call's ``arrays`` (each by its
-    position in the call's arguments), no two of ``apart`` (indices into ``arrays``) sharing memory: called with
-    the call's arguments, it answers 1 where it ran the kernel, 0 where it did not. None where no call is native
-    (see ``native_calls``), or for more than ``MOST_ARRAYS`` arrays or an empty one (its data pointer is not one a
-    kernel reads)."""
+    """A native call of the one-worker kernel at ``function`` with ``vals`` on a call's ``arguments`` arguments, of
+    which ``arrays`` (each by its position) are numpy arrays, no two of ``apart`` (indices into ``arrays``) sharing
+    memory: called with the call's arguments (a tuple), it answers 1 where it ran the kernel, 0 where it did not.
+    None where no call is native (see ``native_calls``), or for more than ``MOST_ARRAYS`` arrays or an empty one
+    (its data pointer is not one a kernel reads)."""
     calls = native_calls()
     if calls is None or not arrays or len(arrays) > MOST_ARRAYS or any(0 in a.shape for a in arrays):
         return None
@@ -248,12 +258,12 @@ def array_call(function: int, vals: Sequence[int], arrays: Sequence[CallArray],
     dims_at = HEADER + RECORD * len(arrays)
     pairs_at = dims_at + sum(len(a.shape) for a in arrays)
     words = [len(arrays), function, ctypes.addressof(variables), calls.ndarray, calls.save, calls.restore,
-             len(apart), pairs_at]
+             len(apart), pairs_at, arguments]
     dims: list[int] = []
     for array in arrays:
-        flags = C_CONTIGUOUS | ALIGNED | (WRITEABLE if array.written else 0)
+        flags = C_CONTIGUOUS | (WRITEABLE if array.written else 0)
         words += [array.position, id(array.dtype), len(array.shape), dims_at + len(dims), flags,
-                  array.dtype.itemsize - 1, array.dtype.itemsize * int(np.prod(array.shape)), 0]
+                  array.dtype.itemsize - 1, array.dtype.itemsize * math.prod(array.shape), 0]
         dims += array.shape
     words += dims + [index for pair in apart for index in pair]
     signature = (ctypes.c_int64 * len(words))(*words)

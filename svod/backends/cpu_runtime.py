@@ -104,11 +104,12 @@ class CpuLaunch(HostArguments):
             return functools.partial(self.function, *self.arguments)
         return functools.partial(self, list(vals), global_size, local_size)
 
-    def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arrays: Sequence[CallArray],
-                   apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], int] | None:
+    def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arguments: int,
+                   arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                   ) -> Callable[[tuple[Any, ...]], int] | None:
         """A one-worker launch's native call (``svod.backends.cpu_calls``): a launch on the team is not one a tiny
         call makes, and its job block is this launch's alone."""
-        return array_call(self.program.address, vals, arrays, apart) if global_size[0] == 1 else None
+        return array_call(self.program.address, vals, arguments, arrays, apart) if global_size[0] == 1 else None
 
     @property
     def buffer_addresses(self) -> ctypes.Array[Any]:

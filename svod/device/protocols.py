@@ -25,12 +25,15 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from svod.device.launch import LaunchShape
 from svod.device.spec import CompiledSpec, ProgramSpec
 from svod.dtype import DeviceSpec
 from svod.ir import PatternMatcher, UOp
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Launch(Protocol):
@@ -175,13 +178,14 @@ class HostArguments(ABC):
         for a caller that alone runs it, with the same values every time (the values a call sets are written
         once, not per run)."""
 
-    def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arrays: Sequence[CallArray],
-                   apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], int] | None:
-        """This launch's program with ``vals`` at these sizes as a call of a call's arguments that checks the numpy
-        arrays ``arrays`` among them (no two of ``apart``, indices into ``arrays``, sharing memory) and runs it on
-        them, in native code: it answers 1 where it ran, 0 where an array is not as ``arrays`` says (the caller
-        checks them then). Reentrant: it keeps its arguments apart from this launch's. None where the device has
-        no such call."""
+    def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arguments: int,
+                   arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                   ) -> Callable[[tuple[Any, ...]], int] | None:
+        """This launch's program with ``vals`` at these sizes as a call of a call's ``arguments`` arguments (a
+        tuple) that checks the numpy arrays ``arrays`` among them (no two of ``apart``, indices into ``arrays``,
+        sharing memory) and runs it on them, in native code: it answers 1 where it ran, 0 where the arguments are
+        not as these say (the caller checks them then). Reentrant: it keeps its arguments apart from this
+        launch's. None where the device has no such call."""
         return None
 
 
@@ -192,7 +196,7 @@ class CallArray:
     whether the kernel writes it."""
 
     position: int
-    dtype: Any
+    dtype: np.dtype
     shape: tuple[int, ...]
     written: bool
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.device import CallArray, HostArguments, Launch, Variable
+from svod.device import HostArguments, Launch, Variable
 from svod.device.buffer import NOT_EXPORTED, InPlace, address_of, exported, shared_address
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
@@ -83,7 +83,7 @@ class PreparedCall:
         pairs = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
                             for (position, value), argument in zip(arrays, kernel.layout, strict=True)]).pairs
         if bound is not None and not varying:
-            body += _native(bound[1], arrays, kernel, vals, dims, pairs, namespace)
+            body += _native(bound[1], len(args), arrays, kernel, vals, dims, pairs, namespace)
         body += _array_guards(arrays, kernel, namespace)
         body += _values(varying, vals, namespace)
         launch = _launch(kernel, bound, arrays, pairs, vals, dims, varying, namespace)
@@ -149,18 +149,17 @@ def _values(varying: Sequence[tuple[int, Variable, int]], vals: list[int], names
     return [*body, "except SvodError:", "    return False"]
 
 
-def _native(host: HostArguments | PartsOnHost, arrays: Sequence[tuple[int, np.ndarray]], kernel: CachedKernel,
-            vals: list[int], dims: ConcreteLaunchDims, pairs: Sequence[tuple[int, int]], namespace: dict[str, Any]
-            ) -> list[str]:
+def _native(host: HostArguments | PartsOnHost, arguments: int, arrays: Sequence[tuple[int, np.ndarray]],
+            kernel: CachedKernel, vals: list[int], dims: ConcreteLaunchDims, pairs: Sequence[tuple[int, int]],
+            namespace: dict[str, Any]) -> list[str]:
     """The call in native code, where the device has one (``HostArguments.array_call``) and the arrays of the call
     it is made for are all it would take (so that one like them is not checked twice): the checks in Python then
     see only the calls it declines."""
     usable = all(value.flags.c_contiguous and (value.flags.writeable or not argument.written)
                  for (_, value), argument in zip(arrays, kernel.layout, strict=True))
-    native = host.array_call(vals, dims.global_size, [CallArray(position, value.dtype, value.shape, argument.written)
-                                                      for (position, value), argument in zip(arrays, kernel.layout,
-                                                                                             strict=True)],
-                             pairs) if usable and isinstance(host, HostArguments) else None
+    if not usable or not isinstance(host, HostArguments):
+        return []
+    native = host.array_call(vals, dims.global_size, arguments, kernel.call_arrays(arrays), pairs)
     if native is None:
         return []
     namespace["NATIVE"] = native

@@ -271,12 +271,12 @@ class CachedKernel:
         argument's dtype, C-contiguous, aligned, large enough, writeable if written, and no written one
         overlapping another. Otherwise do nothing and return False: the caller takes the general path,
         which copies what cannot be shared and reports what is wrong."""
-        reused = self._reused
-        if reused is not None and reused.native is not None and not var_vals and reused.native(tuple(arrays)):
-            return True
         layout = self.layout
         if len(arrays) != len(layout):
             return False
+        reused = self._reused
+        if reused is not None and reused.native is not None and not var_vals and reused.native(tuple(arrays)):
+            return True
         dispatch = self._dispatch_values(var_vals)
         needed = dispatch.needed
         exportable = self._exportable
@@ -306,23 +306,18 @@ class CachedKernel:
                     and starts[second] < ends[second]:
                 return False
         self.launch_at(starts, dispatch)
-        if reused is not None and reused.native is None and not var_vals:
-            reused.native = self._native_call(reused, arrays, dispatch)
+        if reused is not None and not reused.tried and not var_vals:
+            reused.tried = True
+            if isinstance(reused.host, HostArguments):
+                reused.native = reused.host.array_call(dispatch.vals, dispatch.dims.global_size, len(arrays),
+                                                       self.call_arrays(list(enumerate(arrays))), self._apart)
         return True
 
-    def _native_call(self, reused: _Reused, arrays: Sequence[np.ndarray], dispatch: _Dispatch
-                     ) -> Callable[[tuple[Any, ...]], int]:
-        """The native call (``HostArguments.array_call``) of calls on arrays like ``arrays`` (their dtypes and
-        shapes), which ran in place with no variable values given: ``run_on_arrays`` tries it first, as a prepared
-        call of a ``@svod.kernel`` does. Where the device has none, a call that declines every call."""
-        call = None
-        if isinstance(reused.host, HostArguments):
-            call = reused.host.array_call(dispatch.vals, dispatch.dims.global_size,
-                                          [CallArray(position, array.dtype, array.shape, layout.written)
-                                           for position, (array, layout) in enumerate(zip(arrays, self.layout,
-                                                                                          strict=True))],
-                                          self._apart)
-        return _declined if call is None else call
+    def call_arrays(self, arrays: Sequence[tuple[int, np.ndarray]]) -> list[CallArray]:
+        """What a native call (``HostArguments.array_call``) checks of arrays like ``arrays`` (each by its position
+        among a call's arguments), this kernel's arguments in order: their dtypes, shapes, and which it writes."""
+        return [CallArray(position, array.dtype, array.shape, layout.written)
+                for (position, array), layout in zip(arrays, self.layout, strict=True)]
 
     @functools.cached_property
     def _array_checks(self) -> tuple[tuple[np.dtype, int, bool], ...]:
@@ -461,7 +456,7 @@ class _Reused:
     addresses (``svod.device.HostArguments``), the lock of the call that fills them, what it filled them with
     last, and the dispatch whose values it set last with the call that runs with them."""
 
-    __slots__ = ("addresses", "host", "last", "lock", "native", "ran")
+    __slots__ = ("addresses", "host", "last", "lock", "native", "ran", "tried")
 
     def __init__(self, host: HostArguments | PartsOnHost) -> None:
         self.host = host
@@ -470,12 +465,10 @@ class _Reused:
         self.last: Sequence[int] = ()
         self.ran: tuple[_Dispatch, Callable[[], None]] | None = None
         self.native: Callable[[tuple[Any, ...]], int] | None = None
-        """The native call of the arrays of the first call in place with no variable values given, once made
-        (``CachedKernel.run_on_arrays``)."""
-
-
-def _declined(arrays: tuple[Any, ...]) -> int:
-    return 0
+        """The native call of the arrays of the first call in place with no variable values given, where the
+        device has one (``CachedKernel.run_on_arrays``)."""
+        self.tried = False
+        """Whether that call was asked for."""
 
 
 def _reads(size: UOp, names: set[str]) -> bool:

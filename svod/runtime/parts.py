@@ -366,23 +366,24 @@ class PartsOnHost:
 
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
-        _run_parts((functools.partial(self.launch, vals, global_size, local_size),), self.launch, self.records)
+        values = dict(zip(self.launch.program.var_names, vals, strict=True))
+        _run_parts((functools.partial(self.launch, vals, global_size, local_size),), self.launch, self.records, values)
 
     def with_values(self, vals: Sequence[int], global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int] | None) -> Callable[[], None]:
         launch = self.launch
-        values = launch.values = dict(zip(launch.program.var_names, vals, strict=True))
+        values = dict(zip(launch.program.var_names, vals, strict=True))
         runs = []
         for (part, _), host in zip(launch.launches, self.hosts, strict=True):
             dims = part.launch.dims(values)
             runs.append(host.with_values([values[n] for n in part.var_names], dims.global_size, dims.local_size))
-        return functools.partial(_run_parts, tuple(runs), launch, self.records)
+        return functools.partial(_run_parts, tuple(runs), launch, self.records, values)
 
 
 def _run_parts(runs: tuple[Callable[[], None], ...], launch: PartsLaunch,
-               records: tuple[tuple[np.ndarray, bytes], ...]) -> None:
-    """Run ``runs`` in order, then raise what ``launch``'s ``records`` report (they are cleared where a run stops
-    before its check, which could leave one set for the next)."""
+               records: tuple[tuple[np.ndarray, bytes], ...], values: Mapping[str, int]) -> None:
+    """Run ``runs`` in order, then raise what ``launch``'s ``records`` report of a run with ``values`` (they are
+    cleared where a run stops before its check, which could leave one set for the next)."""
     try:
         for run in runs:
             run()
@@ -391,7 +392,7 @@ def _run_parts(runs: tuple[Callable[[], None], ...], launch: PartsLaunch,
         raise
     for view, zeros in records:
         if view.tobytes() != zeros:
-            launch.program.check(launch.memory, launch.values)
+            launch.program.check(launch.memory, values)
 
 
 class UserAddresses:

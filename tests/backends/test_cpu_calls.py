@@ -139,7 +139,8 @@ def test_calls_from_threads_at_once_each_run_on_their_own_arrays():
 def test_svod_run_of_the_arrays_it_ran_on_first_runs_natively_and_of_others_as_before(compiler):
     """``svod.run`` in place with no variable values: a call on arrays like the first one's runs natively; others
     (longer than the kernel needs, strided, read-only, another dtype, one array twice) are declined and taken as
-    before: run in place, through a copy, or refused."""
+    before: run in place, through a copy, or refused; one of another count of arrays is refused before the native
+    call could read past them."""
     device = open_device(compiler)
     k = svod.KernelBuilder("plus_one_natively")
     out, x = k.buffer(svod.dtypes.float32, 16), k.buffer(svod.dtypes.float32, 16)
@@ -166,4 +167,8 @@ def test_svod_run_of_the_arrays_it_ran_on_first_runs_natively_and_of_others_as_b
             assert number in (3, 4), err  # read-only, and float64 where the kernel writes float32
         else:
             np.testing.assert_array_equal(target[:16], want)
+    assert answers == [1, 0, 0, 0, 0, 0]
+    for wrong in ([np.zeros(16, np.float32)], [np.zeros(16, np.float32), values, values]):  # a count of its own
+        with pytest.raises(SvodError, match=f"kernel takes 2 buffers, got {len(wrong)}"):
+            svod.run(ast, wrong, device=device)
     assert answers == [1, 0, 0, 0, 0, 0]

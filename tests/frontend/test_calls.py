@@ -286,3 +286,20 @@ def test_a_gather_out_of_bounds_after_prepared_calls_raises_and_the_next_call_ru
             np.testing.assert_array_equal(out, x[index] + (turn if scalar else 0))
         if device.caps.host_memory and turn:
             assert len(general_calls) == before, "a call of the same signature was bound again"
+
+
+def first_row_plus_one_fn(out, x):
+    for i in range(out.shape[1]):
+        out[0, i] = x[0, i] + 1.0
+
+
+@pytest.mark.filterwarnings("ignore:future versions will not create a writeable array:FutureWarning")
+def test_a_broadcast_view_as_the_output_is_written_as_python_writes_it(general_calls):
+    """``np.broadcast_arrays``'s views are writeable, but NumPy exports no buffer to write them through (it warns of
+    a write instead): a call writes them at their address, first and prepared, as plain Python does."""
+    kernel = svod.kernel(first_row_plus_one_fn)
+    x = np.arange(4.0).reshape(1, 4)
+    for _ in range(3):
+        out, _ = np.broadcast_arrays(np.zeros(4), np.zeros((1, 4)))
+        kernel(out, x)
+        np.testing.assert_array_equal(out, x + 1.0)
