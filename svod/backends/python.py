@@ -337,13 +337,18 @@ class _Run:
         Sources are computed first, without recursion, so a long chain of ops (of ``where``s too) is no
         deeper than one op; only a reduction evaluates what is below it in loops of its own.
         """
+        home, key = self.home(node, frame), self.key(node, mask)
+        found = home.cache.get(key)
+        if found is not None:  # (a value computed already: most reads of a source)
+            return found
         pending = [(node, mask)]
         while pending:
             u, m = pending[-1]
-            home = self.home(u, frame)
+            at = self.home(u, frame)
             if u in self.last_use:  # held: read for every work item of its frame, whichever branch asks first
-                m = home.mask
-            if self.key(u, m) in home.cache:
+                m = at.mask
+            computed = self.key(u, m)  # (no write happens while a value is computed: the key stays)
+            if computed in at.cache:
                 pending.pop()
                 continue
             missing = [(s, sm) for s, sm in self.sources(u, frame, m)
@@ -352,8 +357,8 @@ class _Run:
                 pending.extend(missing)
                 continue
             pending.pop()
-            home.cache[self.key(u, m)] = self.compute(u, frame, m)
-        return self.home(node, frame).cache[self.key(node, mask)]
+            at.cache[computed] = self.compute(u, frame, m)
+        return home.cache[key]
 
     def sources(self, node: UOp, frame: _Frame, mask: int) -> list[tuple[UOp, int]]:
         """What ``compute`` reads of ``node``'s sources, each with the mask it is read under: a ``where``'s
