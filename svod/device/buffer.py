@@ -7,6 +7,7 @@ allocator when the base buffer is garbage collected.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import numbers
@@ -242,10 +243,8 @@ def array_address(array: np.ndarray, writeable: bool) -> int:
     """The address of a numpy array's first element, ``writeable`` its flag (through ctypes when it is
     writeable: twice as fast as building ``__array_interface__``, which a call on small arrays notices)."""
     if writeable and array.size:
-        try:
+        with contextlib.suppress(*NOT_EXPORTED):  # writeable, yet no buffer to write (an ``np.broadcast_arrays`` view)
             return address_of(exported(array))
-        except NOT_EXPORTED:  # writeable, but NumPy exports no buffer to write (an ``np.broadcast_arrays`` view)
-            pass
     return int(array.__array_interface__["data"][0])
 
 
