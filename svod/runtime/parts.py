@@ -327,10 +327,9 @@ class PartsLaunch:
         """This launch as a caller that alone runs it on host memory uses it (``PartsOnHost``); None where a part
         keeps its arguments elsewhere or a run may allocate."""
         hosts = [launch for _, launch in self.launches if isinstance(launch, HostArguments)]
-        records = self.memory.records
-        if self.resizes or len(hosts) != len(self.launches) or records is None:
+        if self.resizes or len(hosts) != len(self.launches) or self.memory.records is None:
             return None
-        return PartsOnHost(self, hosts, records)
+        return PartsOnHost(self, hosts)
 
     def recorded(self) -> bool:
         return self.memory.recorded()
@@ -347,15 +346,12 @@ class PartsOnHost:
     at the records: a call then neither takes own buffers nor binds the parts anew (``PartsProgram.execute``), work
     that cost a small kernel's call more than the rest of it."""
 
-    __slots__ = ("buffer_addresses", "hosts", "launch", "records")
+    __slots__ = ("buffer_addresses", "hosts", "launch")
 
-    def __init__(self, launch: PartsLaunch, hosts: Sequence[HostArguments],
-                 records: tuple[tuple[np.ndarray, bytes], ...]) -> None:
-        """``hosts``: each part's launch, as host arguments; ``records``: the launch's record buffers, each a view
-        beside as many zero bytes (``OwnMemory.records``)."""
+    def __init__(self, launch: PartsLaunch, hosts: Sequence[HostArguments]) -> None:
+        """``hosts``: each part's launch, as host arguments."""
         self.launch = launch
         self.hosts = tuple(hosts)
-        self.records = records
         sites: list[list[tuple[Any, int]]] = [[] for _ in launch.program.user_slots]
         positions = {slot: position for position, slot in enumerate(launch.program.user_slots)}
         for (part, _), host in zip(launch.launches, self.hosts, strict=True):
@@ -367,7 +363,7 @@ class PartsOnHost:
     def __call__(self, vals: Sequence[int], global_size: tuple[int, int, int],
                  local_size: tuple[int, int, int] | None) -> None:
         values = dict(zip(self.launch.program.var_names, vals, strict=True))
-        _run_parts((functools.partial(self.launch, vals, global_size, local_size),), self.launch, self.records, values)
+        _run_parts((functools.partial(self.launch, vals, global_size, local_size),), self.launch, values)
 
     def with_values(self, vals: Sequence[int], global_size: tuple[int, int, int],
                     local_size: tuple[int, int, int] | None) -> Callable[[], None]:
@@ -377,22 +373,20 @@ class PartsOnHost:
         for (part, _), host in zip(launch.launches, self.hosts, strict=True):
             dims = part.launch.dims(values)
             runs.append(host.with_values([values[n] for n in part.var_names], dims.global_size, dims.local_size))
-        return functools.partial(_run_parts, tuple(runs), launch, self.records, values)
+        return functools.partial(_run_parts, tuple(runs), launch, values)
 
 
-def _run_parts(runs: tuple[Callable[[], None], ...], launch: PartsLaunch,
-               records: tuple[tuple[np.ndarray, bytes], ...], values: Mapping[str, int]) -> None:
-    """Run ``runs`` in order, then raise what ``launch``'s ``records`` report of a run with ``values`` (they are
-    cleared where a run stops before its check, which could leave one set for the next)."""
+def _run_parts(runs: tuple[Callable[[], None], ...], launch: PartsLaunch, values: Mapping[str, int]) -> None:
+    """Run ``runs`` in order, then raise what ``launch``'s records report of a run with ``values`` (they are cleared
+    where a run stops before its check, which could leave one set for the next)."""
     try:
         for run in runs:
             run()
     except BaseException:
         launch.memory.clear_records()
         raise
-    for view, zeros in records:
-        if view.tobytes() != zeros:
-            launch.program.check(launch.memory, values)
+    if launch.memory.recorded():
+        launch.program.check(launch.memory, values)
 
 
 class UserAddresses:
