@@ -1,8 +1,9 @@
 """A prepared call's checks and launch in native code (``CpuLaunch.array_call``): one function, compiled once per
 process, reads each argument's numpy array as NumPy's C API does (its type, dtype, shape, flags and data pointer
 are fields of the array object), checks them against the call's signature, and calls the kernel, the GIL released
-while it runs. A call of a tiny kernel then costs about a ctypes call; checked in Python, the same checks and
-launch took several times that.
+while it runs. Python calls it as a builtin function, as it calls NumPy's own: a call of a tiny kernel then costs
+about a microsecond; checked in Python, the same checks and launch took several times that. Its checks alone
+(``array_addresses``) answer the arrays' addresses to a caller that runs them itself, a jitted function's plan.
 
 ::
 
@@ -10,12 +11,12 @@ launch took several times that.
                               then per array: position  descr  ndim  dims_at  flags  align_mask  nbytes  -
                               then the dims (dims_at), then the pairs (pairs_at: two array indices each)
 
-It answers 1 where it ran the kernel and 0, having run nothing, where the arguments are not as the signature
-says (another count of them; another type, dtype object, shape; not C-contiguous, aligned to its element's size,
-or writeable where the kernel writes it; a written array overlapping another): the caller's Python checks then
-take the call, as they would have without it. The arrays' layout is read at fixed offsets from the object's
-start, the ones NumPy's headers give its ``PyArrayObject_fields``, and a tuple's as CPython's; they are checked
-against NumPy's and Python's own answers once, and where they differ no call is native.
+It answers True where it ran the kernel and False, having run nothing, where the arguments are not as the
+signature says (another count of them; another type, dtype object, shape; not C-contiguous, aligned to its
+element's size, or writeable where the kernel writes it; a written array overlapping another): the caller's Python
+checks then take the call, as they would have without it. The arrays' layout is read at fixed offsets from the
+object's start, the ones NumPy's headers give its ``PyArrayObject_fields``, and a tuple's and a ctypes array's as
+CPython's; they are checked against NumPy's and Python's own answers once, and where they differ no call is native.
 """
 
 from __future__ import annotations
@@ -53,8 +54,6 @@ ITEMS_AT = tuple.__basicsize__
 LENGTH_AT = ITEMS_AT - 8
 """Where a tuple's length is (``PyVarObject``'s ``ob_size``, the word before its items)."""
 
-CALL_TYPE = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.py_object)
-"""The native call: a signature and the call's arguments (a tuple); with the GIL held, as it reads objects."""
 
 
 def _word(record: str, k: int, name: str) -> str:
@@ -71,16 +70,19 @@ def _field(obj: str, offset: int, kind: str, name: str) -> str:
     return load + f"  %{name} = load i64, ptr %{name}.p\n"
 
 
-_IR = (
-    """
-define i64 @svod_array_call(ptr %sig, ptr %args) {
+def _checked(name: str, parameters: str, buffers: str, run: str) -> str:
+    """The IR of a function ``name(parameters)`` that checks a call's arguments against a signature, the data
+    pointer of each of its arrays stored at ``%bufs`` (made by the lines ``buffers``), and ends in ``run``'s
+    lines where every check holds; else it answers 0."""
+    return (
+        f"""
+define i64 @{name}({parameters}) {{
 entry:
 """
     + _word("sig", 0, "count") + _word("sig", 1, "fn") + _word("sig", 2, "vars") + _word("sig", 3, "ndarray")
     + _word("sig", 4, "save") + _word("sig", 5, "restore") + _word("sig", 6, "npairs") + _word("sig", 7, "pairs")
-    + _word("sig", 8, "arguments") + _field("args", LENGTH_AT, "i64", "length")
-    + """  %bufs = alloca i64, i64 %count
-  %length.ok = icmp eq i64 %length, %arguments
+    + _word("sig", 8, "arguments") + _field("args", LENGTH_AT, "i64", "length") + buffers
+    + """  %length.ok = icmp eq i64 %length, %arguments
   br i1 %length.ok, label %array, label %decline
 
 array:
@@ -181,6 +183,14 @@ pair.apart:
   br label %pair
 
 run:
+""" + run + """
+decline:
+  ret i64 0
+}
+""")
+
+
+_CHECKS = _checked("svod_array_call", "ptr %sig, ptr %args", "  %bufs = alloca i64, i64 %count\n", """\
   %fn.f = inttoptr i64 %fn to ptr
   %vars.f = inttoptr i64 %vars to ptr
   %save.f = inttoptr i64 %save to ptr
@@ -189,25 +199,117 @@ run:
   call void %fn.f(ptr %bufs, ptr %vars.f, i64 0)
   call void %restore.f(ptr %state)
   ret i64 1
+""") + _checked("svod_array_addresses", "ptr %sig, ptr %args, ptr %bufs", "", "  ret i64 1\n")
 
-decline:
-  ret i64 0
+
+def _builtins_ir(api: dict[str, int]) -> str:
+    """The two functions Python calls, as builtins taking one argument (``METH_O``) with the tuple of a call's
+    signature and what it points into as ``self``: ``svod_call`` answers True where it ran the kernel, else False;
+    ``svod_addresses`` a new list of the arrays' addresses, or None. ``api``: the addresses of the objects and
+    functions of Python's C API they use, constants of this process."""
+    signature = f"""  %sig.o.p = getelementptr i8, ptr %self, i64 {ITEMS_AT}
+  %sig.o = load ptr, ptr %sig.o.p
+  %sig.p = getelementptr i8, ptr %sig.o, i64 {HEAD}
+  %sig = load ptr, ptr %sig.p
+"""
+
+    def constant(name: str) -> str:
+        return f"  %{name} = inttoptr i64 {api[name]} to ptr\n"
+
+    return f"""
+define ptr @svod_call(ptr %self, ptr %args) {{
+entry:
+{signature}  %ran = call i64 @svod_array_call(ptr %sig, ptr %args)
+{constant("True")}{constant("False")}{constant("Py_IncRef")}  %yes = icmp ne i64 %ran, 0
+  %answer = select i1 %yes, ptr %True, ptr %False
+  call void %Py_IncRef(ptr %answer)
+  ret ptr %answer
 }}
-""")
+
+define ptr @svod_addresses(ptr %self, ptr %args) {{
+entry:
+{signature}  %count = load i64, ptr %sig
+  %bufs = alloca i64, i64 %count
+  %found = call i64 @svod_array_addresses(ptr %sig, ptr %args, ptr %bufs)
+{constant("None")}{constant("Py_IncRef")}{constant("Py_DecRef")}{constant("PyList_New")}\
+{constant("PyLong_FromSsize_t")}{constant("PyList_SetItem")}  %yes = icmp ne i64 %found, 0
+  br i1 %yes, label %list, label %none
+
+none:
+  call void %Py_IncRef(ptr %None)
+  ret ptr %None
+
+list:
+  %made = call ptr %PyList_New(i64 %count)
+  %no.list = icmp eq ptr %made, null
+  br i1 %no.list, label %failed, label %item
+
+item:
+  %i = phi i64 [0, %list], [%i.next, %set]
+  %more = icmp slt i64 %i, %count
+  br i1 %more, label %item.body, label %done
+
+item.body:
+  %at.p = getelementptr i64, ptr %bufs, i64 %i
+  %at = load i64, ptr %at.p
+  %number = call ptr %PyLong_FromSsize_t(i64 %at)
+  %no.number = icmp eq ptr %number, null
+  br i1 %no.number, label %dropped, label %set
+
+set:
+  %stolen = call i32 %PyList_SetItem(ptr %made, i64 %i, ptr %number)
+  %i.next = add i64 %i, 1
+  br label %item
+
+done:
+  ret ptr %made
+
+dropped:
+  call void %Py_DecRef(ptr %made)
+  br label %failed
+
+failed:
+  ret ptr null
+}}
+"""
+
+
+class _MethodDef(ctypes.Structure):
+    """CPython's ``PyMethodDef``: how a builtin function object names and calls its C function."""
+
+    _fields_ = (("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p))
+
+
+METH_O = 0x0008
+"""``PyMethodDef.ml_flags``: the C function takes one argument beside ``self``."""
+_new_builtin = ctypes.pythonapi.PyCFunction_NewEx
+_new_builtin.argtypes = (ctypes.c_void_p, ctypes.py_object, ctypes.py_object)
+_new_builtin.restype = ctypes.py_object
 
 
 class _NativeCalls:
-    """The native call, compiled once per process."""
+    """The native call and its checks alone, compiled once per process, as builtins Python calls directly
+    (a ctypes call of the same code cost 1.2 us in its conversions of the arguments; a builtin's, about 0.1)."""
 
     def __init__(self) -> None:
-        module = llvm.parse_assembly(_IR)
+        api = {"True": id(True), "False": id(False), "None": id(None),
+               **{name: _function_address(name) for name in ("Py_IncRef", "Py_DecRef", "PyList_New",
+                                                              "PyLong_FromSsize_t", "PyList_SetItem")}}
+        module = llvm.parse_assembly(_CHECKS + _builtins_ir(api))
         module.verify()
         self.engine = llvm.create_mcjit_compiler(module, host_target_machine(2))
         self.engine.finalize_object()
-        self.call = CALL_TYPE(self.engine.get_function_address("svod_array_call"))
+        self.methods = {name: _MethodDef(name.encode(), self.engine.get_function_address(name), METH_O)
+                        for name in ("svod_call", "svod_addresses")}
         self.ndarray = id(np.ndarray)
         self.save = _function_address("PyEval_SaveThread")
         self.restore = _function_address("PyEval_RestoreThread")
+
+    def builtin(self, name: str, held: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], Any]:
+        """The builtin ``name`` whose ``self`` is ``held``: the signature, then what its words point into."""
+        made: Callable[[tuple[Any, ...]], Any] = _new_builtin(ctypes.byref(self.methods[name]), held, None)
+        return made
 
 
 def _function_address(name: str) -> int:
@@ -240,25 +342,52 @@ def _layout_holds() -> bool:
                 or ctypes.c_int.from_address(at + FLAGS_AT).value != array.flags.num):
             return False
     held = (frozen, base)
+    words = (ctypes.c_int64 * 2)()  # a signature: its memory's address is the field after its header
     return (tuple.__itemsize__ == 8 and ctypes.c_int64.from_address(id(held) + LENGTH_AT).value == len(held)
-            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base))
+            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base)
+            and ctypes.c_void_p.from_address(id(words) + HEAD).value == ctypes.addressof(words))
 
 
 def array_call(function: int, vals: Sequence[int], arguments: int, arrays: Sequence[CallArray],
-               apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], int] | None:
+               apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], bool] | None:
     """A native call of the one-worker kernel at ``function`` with ``vals`` on a call's ``arguments`` arguments, of
     which ``arrays`` (each by its position) are numpy arrays, no two of ``apart`` (indices into ``arrays``) sharing
-    memory: called with the call's arguments (a tuple), it answers 1 where it ran the kernel, 0 where it did not.
+    memory: called with the call's arguments (a tuple), it answers True where it ran the kernel, False where it did
+    not.
     None where no call is native (see ``native_calls``), or for more than ``MOST_ARRAYS`` arrays or an empty one
     (its data pointer is not one a kernel reads)."""
     calls = native_calls()
-    if calls is None or not arrays or len(arrays) > MOST_ARRAYS or any(0 in a.shape for a in arrays):
+    if calls is None or not _takes(arrays):
         return None
     variables = (ctypes.c_int64 * max(len(vals), 1))(*vals)
+    signature = _signature(calls, function, ctypes.addressof(variables), arguments, arrays, apart)
+    return calls.builtin("svod_call", (signature, variables, *(a.dtype for a in arrays)))
+
+
+def array_addresses(arguments: int, arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                    ) -> Callable[[tuple[Any, ...]], list[int] | None] | None:
+    """``array_call``'s checks alone, for a caller that runs the arrays itself (a jitted function's plan):
+    called with the call's arguments (a tuple), it answers a new list of the arrays' addresses, or None where
+    the arguments are not as the signature says. None where ``array_call`` would be."""
+    calls = native_calls()
+    if calls is None or not _takes(arrays):
+        return None
+    signature = _signature(calls, 0, 0, arguments, arrays, apart)
+    return calls.builtin("svod_addresses", (signature, *(a.dtype for a in arrays)))
+
+
+def _takes(arrays: Sequence[CallArray]) -> bool:
+    """Whether a native call takes ``arrays``: at least one, at most ``MOST_ARRAYS``, none empty."""
+    return 0 < len(arrays) <= MOST_ARRAYS and all(0 not in a.shape for a in arrays)
+
+
+def _signature(calls: _NativeCalls, function: int, variables: int, arguments: int, arrays: Sequence[CallArray],
+               apart: Sequence[tuple[int, int]]) -> ctypes.Array[ctypes.c_int64]:
+    """The words of a native call's signature (the module's docstring lays them out)."""
     dims_at = HEADER + RECORD * len(arrays)
     pairs_at = dims_at + sum(len(a.shape) for a in arrays)
-    words = [len(arrays), function, ctypes.addressof(variables), calls.ndarray, calls.save, calls.restore,
-             len(apart), pairs_at, arguments]
+    words = [len(arrays), function, variables, calls.ndarray, calls.save, calls.restore, len(apart), pairs_at,
+             arguments]
     dims: list[int] = []
     for array in arrays:
         flags = C_CONTIGUOUS | (WRITEABLE if array.written else 0)
@@ -266,11 +395,7 @@ def array_call(function: int, vals: Sequence[int], arguments: int, arrays: Seque
                   array.dtype.itemsize - 1, array.dtype.itemsize * math.prod(array.shape), 0]
         dims += array.shape
     words += dims + [index for pair in apart for index in pair]
-    signature = (ctypes.c_int64 * len(words))(*words)
-    call = functools.partial(calls.call, ctypes.addressof(signature))
-    call.held = (signature, variables, tuple(a.dtype for a in arrays))  # type: ignore[attr-defined]
-    """What the signature's words point into, alive as long as the call."""
-    return call
+    return (ctypes.c_int64 * len(words))(*words)
 
 
-__all__ = ["array_call", "native_calls"]
+__all__ = ["array_addresses", "array_call", "native_calls"]

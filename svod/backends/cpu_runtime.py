@@ -106,7 +106,7 @@ class CpuLaunch(HostArguments):
 
     def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arguments: int,
                    arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
-                   ) -> Callable[[tuple[Any, ...]], int] | None:
+                   ) -> Callable[[tuple[Any, ...]], bool] | None:
         """A one-worker launch's native call (``svod.backends.cpu_calls``): a launch on the team is not one a tiny
         call makes, and its job block is this launch's alone."""
         return array_call(self.program.address, vals, arguments, arrays, apart) if global_size[0] == 1 else None

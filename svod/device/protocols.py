@@ -180,7 +180,7 @@ class HostArguments(ABC):
 
     def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arguments: int,
                    arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
-                   ) -> Callable[[tuple[Any, ...]], int] | None:
+                   ) -> Callable[[tuple[Any, ...]], bool] | None:
         """This launch's program with ``vals`` at these sizes as a call of a call's ``arguments`` arguments (a
         tuple) that checks the numpy arrays ``arrays`` among them (no two of ``apart``, indices into ``arrays``,
         sharing memory) and runs it on them, in native code: it answers 1 where it ran, 0 where the arguments are

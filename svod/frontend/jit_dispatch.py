@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from svod.backends.cpu_calls import array_addresses
+from svod.device import CallArray
 from svod.device.buffer import NOT_EXPORTED, address_of, exported, shared_address
 from svod.errors import SvodError
 from svod.runtime import generated
@@ -50,42 +52,72 @@ def dispatcher(prepared: Prepared, args: Sequence[Any], given: int, device: Any,
     namespace: dict[str, Any] = {"MISS": MISS, "ndarray": np.ndarray, "DEVICE": device, "PREPARED": prepared}
     body = [f"if len(args) != {given} or (device is not DEVICE and device != DEVICE):", "    return MISS"]
     positions = [parameters.index(name) for name in prepared.parameters]
-    body += _guards(args, given, positions, free or {}, namespace)
+    guards = _guards(args, given, positions, free or {}, namespace)
     passed = [f"a{position}" for position in positions]
     namespace["PARAMETERS"] = prepared.parameters
     general = f"return PREPARED.run(dict(zip(PARAMETERS, {_tuple(passed)})))"
     binder = prepared.binder if not prepared.complex_slots else None  # a complex array binds as its float view
     if binder is None:
-        return generated.function("dispatch", ("args", "device"), [*body, general], namespace)
-    body += _bound_call(prepared, binder, [args[position] for position in positions], passed, general, namespace)
-    return generated.function("dispatch", ("args", "device"), body, namespace)
-
-
-def _bound_call(prepared: Prepared, binder: Binder, values: Sequence[Any], passed: Sequence[str], general: str,
-                namespace: dict[str, Any]) -> list[str]:
-    """The plan's run on arrays of the signature used in place (``Prepared.binder``): a new array for each
-    temporary returned whole, the arrays' addresses checked, the scalars' variables, the run (whose errors are
-    located in the function's source), what the function returns. ``values``: the arguments the run passes, of
-    the call the dispatcher is made for, named ``passed``."""
+        return generated.function("dispatch", ("args", "device"), [*body, *guards, general], namespace)
     made = [f"m{k}" for k in range(len(prepared.returned_in_place))]
     for k, (_, shape, dtype) in enumerate(prepared.returned_in_place):
         namespace[f"MADE{k}"] = (shape, dtype)
-    body = [f"{name} = empty(*MADE{k})" for k, name in enumerate(made)]
     bound = [*passed, *made]
-    checks = binder.arrays.checks
-    body += _addresses(binder, [bound[position] for position, _, _ in checks],
-                       [values[position] if position < len(passed) else None for position, _, _ in checks],
-                       general, namespace)
+    names = [bound[position] for position, _, _ in binder.arrays.checks]
+    python = [*guards, *(f"{name} = empty(*MADE{k})" for k, name in enumerate(made)),
+              *_addresses(binder, names, [args[positions[p]] if p < len(passed) else None
+                                          for p, _, _ in binder.arrays.checks], general, namespace)]
+    native = _native_addresses(binder, args, given, [positions[p] for p, _, _ in binder.arrays.checks if
+                                                     p < len(passed)], namespace)
+    if native is None:
+        body += python
+    else:
+        body += ["found = CHECK(args)", "if found is not None:",
+                 *(f"    {line}" for line in _guards(args, given, positions, free or {}, namespace, arrays=False)),
+                 f"    {', '.join(f'p{index}' for index in range(len(names)))}, = found",
+                 "else:", *(f"    {line}" for line in python)]
+    for index, (_, _, written) in enumerate(binder.arrays.checks):
+        body += _apart(index, binder.arrays.nbytes[index], binder.others[0 if written else 1], general, namespace)
+    body += _bound_run(prepared, binder, passed, made, namespace)
+    return generated.function("dispatch", ("args", "device"), body, namespace)
+
+
+def _native_addresses(binder: Binder, args: Sequence[Any], given: int, checked: Sequence[int],
+                      namespace: dict[str, Any]) -> Callable[..., list[int] | None] | None:
+    """The native check of the arrays the plan uses in place (``svod.backends.cpu_calls.array_addresses``), put
+    in ``namespace`` as ``CHECK``, where it takes the call's
+    arrays: every array given is one of them, ``checked`` their positions (none a temporary or a default), as
+    ``binder`` checks them. It sees a call's arrays as the arguments' guards and ``_addresses`` do, one native
+    call for them all."""
+    arrays = [position for position in range(given) if type(args[position]) is np.ndarray]
+    if len(checked) != len(binder.arrays.checks) or sorted(checked) != arrays:
+        return None
+    taken = [CallArray(position, args[position].dtype, args[position].shape, written)
+             for position, (_, _, written) in zip(checked, binder.arrays.checks, strict=True)]
+    if any(args[position].nbytes != nbytes for position, nbytes in zip(checked, binder.arrays.nbytes, strict=True)):
+        return None
+    check = array_addresses(given, taken, binder.arrays.pairs)
+    if check is not None:
+        namespace["CHECK"] = check
+    return check
+
+
+def _bound_run(prepared: Prepared, binder: Binder, passed: Sequence[str], made: Sequence[str],
+               namespace: dict[str, Any]) -> list[str]:
+    """The plan's run on arrays of the signature used in place (``binder``'s), their addresses ``pI``
+    checked: the scalars' variables, the run (whose errors are located in the function's source), what the
+    function returns. ``passed``: the names of the arguments the run passes; ``made``: of each temporary
+    returned whole, its new array."""
     valued = bool(prepared.scalars or prepared.parts or prepared.draws or prepared.turns)
     if prepared.draws or prepared.turns or prepared.parts:
-        body.append(f"scalars = VARIABLES_OF({_tuple(passed)}, None)")
+        body = [f"scalars = VARIABLES_OF({_tuple(passed)}, None)"]
     else:  # ``variables_of``'s common case, written out
         entries = []
         for k, (name, position) in enumerate(prepared.scalars):
             namespace[f"SCALAR{k}"] = name
             entries.append(f"SCALAR{k}: {passed[position]}")
-        body.append(f"scalars = {{{', '.join(entries)}}}")
-    addresses = ", ".join(f"p{index}" for index in range(len(checks)))
+        body = [f"scalars = {{{', '.join(entries)}}}"]
+    addresses = ", ".join(f"p{index}" for index in range(len(binder.arrays.checks)))
     run = ["try:", f"    RUN([{addresses}], scalars)", "except SvodError as err:", "    LOCATE(err)", "    raise",
            returned := _returned(prepared, passed, made, namespace)]
     if "VIEW" in returned or "RESULTS" in returned:  # read in the plan's memory: no other run may come between
@@ -97,14 +129,17 @@ def _bound_call(prepared: Prepared, binder: Binder, values: Sequence[Any], passe
 
 
 def _guards(args: Sequence[Any], given: int, passed: Sequence[int], free: Mapping[int, tuple[int, int] | None],
-            namespace: dict[str, Any]) -> list[str]:
+            namespace: dict[str, Any], arrays: bool = True) -> list[str]:
     """Each given argument's check against the call key's (its type, an array's shape and dtype, a number's
     value unless it is ``free``, or its range where ``free`` gives one), then the name of each default the run
-    passes (``aK`` for the argument at position K, of those ``passed``)."""
+    passes (``aK`` for the argument at position K, of those ``passed``). An array's is left out where not
+    ``arrays`` (a native check has made it)."""
     body: list[str] = []
     for position, value in enumerate(args[:given]):
         name = f"a{position}"
         body.append(f"{name} = args[{position}]")
+        if type(value) is np.ndarray and not arrays:
+            continue
         if type(value) is np.ndarray:
             namespace[f"S{position}"], namespace[f"T{position}"] = value.shape, value.dtype
             body.append(f"if type({name}) is not ndarray or {name}.shape != S{position} or "
@@ -150,8 +185,6 @@ def _addresses(binder: Binder, names: Sequence[str], firsts: Sequence[Any], gene
     for first, second in binder.arrays.pairs:
         body += [f"if p{first} < p{second} + {nbytes[second]} and p{second} < p{first} + {nbytes[first]}:",
                  f"    {general}"]
-    for index, (_, _, written) in enumerate(binder.arrays.checks):
-        body += _apart(index, nbytes[index], binder.others[0 if written else 1], general, namespace)
     return body
 
 

@@ -464,7 +464,7 @@ class _Reused:
         self.lock = threading.Lock()
         self.last: Sequence[int] = ()
         self.ran: tuple[_Dispatch, Callable[[], None]] | None = None
-        self.native: Callable[[tuple[Any, ...]], int] | None = None
+        self.native: Callable[[tuple[Any, ...]], bool] | None = None
         """The native call of the arrays of the first call in place with no variable values given, where the
         device has one (``CachedKernel.run_on_arrays``)."""
         self.tried = False

@@ -27,16 +27,16 @@ class Tagged(np.ndarray):
     """An ndarray subclass: its objects are not numpy's own arrays, which the native call reads."""
 
 
-def _answers(kernel: svod.Kernel) -> list[int]:
-    """What the native call of ``kernel``'s last prepared call answers from now on (1 ran, 0 declined)."""
+def _answers(kernel: svod.Kernel) -> list[bool]:
+    """What the native call of ``kernel``'s last prepared call answers from now on (True ran, False declined)."""
     prepared = kernel._calls.last
     assert prepared is not None
     namespace = prepared.run.__globals__
     assert "NATIVE" in namespace, "a tiny kernel's prepared call on a CPU calls natively"
-    answers: list[int] = []
-    native: Callable[[tuple[Any, ...]], int] = namespace["NATIVE"]
+    answers: list[bool] = []
+    native: Callable[[tuple[Any, ...]], bool] = namespace["NATIVE"]
 
-    def counted(args: tuple[Any, ...]) -> int:
+    def counted(args: tuple[Any, ...]) -> bool:
         answers.append(native(args))
         return answers[-1]
 
@@ -107,7 +107,7 @@ def test_calls_of_the_prepared_signature_run_natively_and_others_as_before(compi
         np.testing.assert_array_equal(first, out)
         np.testing.assert_array_equal(got, out)
     native = case == "new arrays" or (case == "a strided input" and size == 1)  # (one element: contiguous)
-    assert answers == [int(native)]
+    assert answers == [native]
     kernel(out := np.full(size, np.nan), x, y, device=device)
     np.testing.assert_array_equal(out, x * 2.0 + y)
 
@@ -150,7 +150,7 @@ def test_svod_run_of_the_arrays_it_ran_on_first_runs_natively_and_of_others_as_b
     values = np.linspace(-1.0, 1.0, 16, dtype=np.float32)
     svod.run(ast, [np.zeros(16, np.float32), values], device=device)
     reused = svod.compile(ast, device)._reused
-    answers: list[int] = []
+    answers: list[bool] = []
     native = reused.native
     reused.native = lambda args: answers.append(native(args)) or answers[-1]
     frozen = np.zeros(16, np.float32)
@@ -167,8 +167,8 @@ def test_svod_run_of_the_arrays_it_ran_on_first_runs_natively_and_of_others_as_b
             assert number in (3, 4), err  # read-only, and float64 where the kernel writes float32
         else:
             np.testing.assert_array_equal(target[:16], want)
-    assert answers == [1, 0, 0, 0, 0, 0]
+    assert answers == [True, False, False, False, False, False]
     for wrong in ([np.zeros(16, np.float32)], [np.zeros(16, np.float32), values, values]):  # a count of its own
         with pytest.raises(SvodError, match=f"kernel takes 2 buffers, got {len(wrong)}"):
             svod.run(ast, wrong, device=device)
-    assert answers == [1, 0, 0, 0, 0, 0]
+    assert answers == [True, False, False, False, False, False]

@@ -711,6 +711,36 @@ def test_a_call_like_one_before_takes_an_array_as_a_first_call_does(device, layo
     np.testing.assert_array_equal(out, a * 2.0 + b)
 
 
+SHARED_IN_PLACE = {"read-only input", "one array read twice"}
+"""The layouts above that a call like one before takes in place: a read-only array, or one both reads, that no run
+writes."""
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_call_like_one_before_has_its_arrays_checked_natively_and_other_layouts_declined(layout):
+    """On the CPU, one native call (``svod.backends.cpu_calls.array_addresses``) reads the arrays of a call like
+    one before — type, dtype, shape, flags, alignment, overlap — and answers their addresses; it declines every
+    layout the checks in Python must take (above) and answers arrays like the first ones."""
+    warmed = svod.jit(blend)
+    for start in (1.0, 2.0):
+        warmed(_zeros(), _row(start), _row(-start), 2.0)
+    namespace = warmed._last.__globals__
+    check = namespace["CHECK"]
+    answers: list[list[int] | None] = []
+    namespace["CHECK"] = lambda args: answers.append(check(args)) or answers[-1]
+    args = LAYOUTS[layout]()
+    got = _outcome(warmed, args, "CPU")
+    assert got == _outcome(svod.jit(blend), args if got is not None else LAYOUTS[layout](), "CPU")
+    out, a, b = _zeros(), _row(3.0), _row()
+    warmed(out, a, b, 2.0)
+    np.testing.assert_array_equal(out, a * 2.0 + b)
+    laid_out = sorted(array.ctypes.data for array in args if isinstance(array, np.ndarray))
+    assert len(answers) == 2
+    assert (sorted(answers[0]) if answers[0] is not None else None) == (
+        laid_out if layout in SHARED_IN_PLACE else None)
+    assert sorted(answers[1]) == sorted(array.ctypes.data for array in (out, a, b))
+
+
 # ---- calls like one before: defaults and NumPy scalars -------------------------------------------------------
 
 @svod.jit
