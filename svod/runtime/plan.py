@@ -543,9 +543,17 @@ class ExecutionPlan:
         for k, (name, uses) in enumerate(self._runtime_bounds.items()):
             namespace[f"NAME{k}"] = name
             body.append(f"value = var_vals[NAME{k}]")
+            checks = []
             for u, (var, kernel) in enumerate(uses):
                 namespace[f"CHECKED{k}_{u}"], namespace[f"KERNEL{k}_{u}"] = var.checked, kernel
-                body.append(f"values[NAME{k}] = CHECKED{k}_{u}(value, kernel=KERNEL{k}_{u}, stage='bind')")
+                checks.append(f"values[NAME{k}] = CHECKED{k}_{u}(value, kernel=KERNEL{k}_{u}, stage='bind')")
+            if any(var.scalar is not None for var, _ in uses):  # a scalar's bits: its checks make them
+                body += checks
+                continue
+            # ``check_var_value``'s common case, for every use at once: an int within all their bounds
+            namespace[f"LOW{k}"], namespace[f"HIGH{k}"] = max(v.min for v, _ in uses), min(v.max for v, _ in uses)
+            body += [f"if type(value) is int and LOW{k} <= value <= HIGH{k}:", f"    values[NAME{k}] = value",
+                     "else:", *(f"    {line}" for line in checks)]
         return body
 
     def _check_vars(self, var_vals: Mapping[str, int]) -> dict[str, int]:
