@@ -30,9 +30,9 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
+from svod.backends.cpu_builtins import HEAD, METH_O, Builtins, api, api_address, memory_follows_header
 from svod.backends.cpu_host import host_target_machine
 from svod.device import CallArray
-from svod.errors import SvodError
 
 C_CONTIGUOUS, WRITEABLE = 0x1, 0x400
 """NumPy's ``NPY_ARRAY_*`` flag bits (``ndarraytypes.h``)."""
@@ -43,8 +43,6 @@ RECORD = 8
 MOST_ARRAYS = 64
 """The most arrays a native call takes (its buffer table lives on the stack)."""
 
-HEAD = object.__basicsize__
-"""Bytes of an object's header (``PyObject_HEAD``): a NumPy array's fields and a tuple's length follow it."""
 TYPE_AT = HEAD - ctypes.sizeof(ctypes.c_void_p)
 """Where an object's type pointer is: the header's last word, in CPython's builds with and without the GIL."""
 DATA_AT, NDIM_AT, DIMS_AT, DESCR_AT, FLAGS_AT = HEAD, HEAD + 8, HEAD + 16, HEAD + 40, HEAD + 48
@@ -53,7 +51,6 @@ ITEMS_AT = tuple.__basicsize__
 """Where a tuple's items start."""
 LENGTH_AT = ITEMS_AT - 8
 """Where a tuple's length is (``PyVarObject``'s ``ob_size``, the word before its items)."""
-
 
 
 def _word(record: str, k: int, name: str) -> str:
@@ -202,25 +199,31 @@ _CHECKS = _checked("svod_array_call", "ptr %sig, ptr %args", "  %bufs = alloca i
 """) + _checked("svod_array_addresses", "ptr %sig, ptr %args, ptr %bufs", "", "  ret i64 1\n")
 
 
-def _builtins_ir(api: dict[str, int]) -> str:
+def _builtins_ir() -> str:
     """The two functions Python calls, as builtins taking one argument (``METH_O``) with the tuple of a call's
     signature and what it points into as ``self``: ``svod_call`` answers True where it ran the kernel, else False;
-    ``svod_addresses`` a new list of the arrays' addresses, or None. ``api``: the addresses of the objects and
-    functions of Python's C API they use, constants of this process."""
+    ``svod_addresses`` a new list of the arrays' addresses, or None."""
     signature = f"""  %sig.o.p = getelementptr i8, ptr %self, i64 {ITEMS_AT}
   %sig.o = load ptr, ptr %sig.o.p
   %sig.p = getelementptr i8, ptr %sig.o, i64 {HEAD}
   %sig = load ptr, ptr %sig.p
 """
-
-    def constant(name: str) -> str:
-        return f"  %{name} = inttoptr i64 {api[name]} to ptr\n"
-
+    tupled = f"""  %args.type.p = getelementptr i8, ptr %args, i64 {TYPE_AT}
+  %args.type = load ptr, ptr %args.type.p
+  %tupled = icmp eq ptr %args.type, %tuple
+"""  # the arguments a tuple, as every caller passes them: any other object's words are not read as one's
     return f"""
 define ptr @svod_call(ptr %self, ptr %args) {{
 entry:
-{signature}  %ran = call i64 @svod_array_call(ptr %sig, ptr %args)
-{constant("True")}{constant("False")}{constant("Py_IncRef")}  %yes = icmp ne i64 %ran, 0
+{signature}{api(("True", "False", "Py_IncRef", "tuple"))}{tupled}  br i1 %tupled, label %call, label %answered
+
+call:
+  %ran = call i64 @svod_array_call(ptr %sig, ptr %args)
+  %ran.any = icmp ne i64 %ran, 0
+  br label %answered
+
+answered:
+  %yes = phi i1 [false, %entry], [%ran.any, %call]
   %answer = select i1 %yes, ptr %True, ptr %False
   call void %Py_IncRef(ptr %answer)
   ret ptr %answer
@@ -230,9 +233,12 @@ define ptr @svod_addresses(ptr %self, ptr %args) {{
 entry:
 {signature}  %count = load i64, ptr %sig
   %bufs = alloca i64, i64 %count
+{api(("None", "Py_IncRef", "Py_DecRef", "PyList_New", "PyLong_FromSsize_t", "PyList_SetItem", "tuple"))}\
+{tupled}  br i1 %tupled, label %check, label %none
+
+check:
   %found = call i64 @svod_array_addresses(ptr %sig, ptr %args, ptr %bufs)
-{constant("None")}{constant("Py_IncRef")}{constant("Py_DecRef")}{constant("PyList_New")}\
-{constant("PyLong_FromSsize_t")}{constant("PyList_SetItem")}  %yes = icmp ne i64 %found, 0
+  %yes = icmp ne i64 %found, 0
   br i1 %yes, label %list, label %none
 
 none:
@@ -274,55 +280,24 @@ failed:
 """
 
 
-class _MethodDef(ctypes.Structure):
-    """CPython's ``PyMethodDef``: how a builtin function object names and calls its C function."""
-
-    _fields_ = (("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
-                ("ml_doc", ctypes.c_char_p))
-
-
-METH_O = 0x0008
-"""``PyMethodDef.ml_flags``: the C function takes one argument beside ``self``."""
-_new_builtin = ctypes.pythonapi.PyCFunction_NewEx
-_new_builtin.argtypes = (ctypes.c_void_p, ctypes.py_object, ctypes.py_object)
-_new_builtin.restype = ctypes.py_object
-
-
 class _NativeCalls:
-    """The native call and its checks alone, compiled once per process, as builtins Python calls directly
-    (a ctypes call of the same code cost 1.2 us in its conversions of the arguments; a builtin's, about 0.1)."""
+    """The native call and its checks alone, compiled once per process, as builtins (``cpu_builtins``)."""
 
     def __init__(self) -> None:
-        api = {"True": id(True), "False": id(False), "None": id(None),
-               **{name: _function_address(name) for name in ("Py_IncRef", "Py_DecRef", "PyList_New",
-                                                              "PyLong_FromSsize_t", "PyList_SetItem")}}
-        module = llvm.parse_assembly(_CHECKS + _builtins_ir(api))
+        module = llvm.parse_assembly(_CHECKS + _builtins_ir())
         module.verify()
-        self.engine = llvm.create_mcjit_compiler(module, host_target_machine(2))
-        self.engine.finalize_object()
-        self.methods = {name: _MethodDef(name.encode(), self.engine.get_function_address(name), METH_O)
-                        for name in ("svod_call", "svod_addresses")}
+        engine = llvm.create_mcjit_compiler(module, host_target_machine(2))
+        engine.finalize_object()
+        self.builtin = Builtins(engine, {"svod_call": METH_O, "svod_addresses": METH_O})
         self.ndarray = id(np.ndarray)
-        self.save = _function_address("PyEval_SaveThread")
-        self.restore = _function_address("PyEval_RestoreThread")
-
-    def builtin(self, name: str, held: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], Any]:
-        """The builtin ``name`` whose ``self`` is ``held``: the signature, then what its words point into."""
-        made: Callable[[tuple[Any, ...]], Any] = _new_builtin(ctypes.byref(self.methods[name]), held, None)
-        return made
-
-
-def _function_address(name: str) -> int:
-    address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
-    if not address:
-        raise SvodError(f"the Python API has no {name}", stage="load", value=name)
-    return address
+        self.save = api_address("PyEval_SaveThread")
+        self.restore = api_address("PyEval_RestoreThread")
 
 
 @functools.cache
 def native_calls() -> _NativeCalls | None:
     """The native call, or None where NumPy's arrays are not laid out as it reads them."""
-    return _NativeCalls() if _layout_holds() else None
+    return _NativeCalls() if _layout_holds() and memory_follows_header() else None
 
 
 def _layout_holds() -> bool:
@@ -342,18 +317,16 @@ def _layout_holds() -> bool:
                 or ctypes.c_int.from_address(at + FLAGS_AT).value != array.flags.num):
             return False
     held = (frozen, base)
-    words = (ctypes.c_int64 * 2)()  # a signature: its memory's address is the field after its header
     return (tuple.__itemsize__ == 8 and ctypes.c_int64.from_address(id(held) + LENGTH_AT).value == len(held)
-            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base)
-            and ctypes.c_void_p.from_address(id(words) + HEAD).value == ctypes.addressof(words))
+            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base))
 
 
 def array_call(function: int, vals: Sequence[int], arguments: int, arrays: Sequence[CallArray],
                apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], bool] | None:
     """A native call of the one-worker kernel at ``function`` with ``vals`` on a call's ``arguments`` arguments, of
     which ``arrays`` (each by its position) are numpy arrays, no two of ``apart`` (indices into ``arrays``) sharing
-    memory: called with the call's arguments (a tuple), it answers True where it ran the kernel, False where it did
-    not.
+    memory: called with the call's arguments (a tuple), it answers True where it ran the kernel, False where it
+    did not.
     None where no call is native (see ``native_calls``), or for more than ``MOST_ARRAYS`` arrays or an empty one
     (its data pointer is not one a kernel reads)."""
     calls = native_calls()
@@ -377,8 +350,10 @@ def array_addresses(arguments: int, arrays: Sequence[CallArray], apart: Sequence
 
 
 def _takes(arrays: Sequence[CallArray]) -> bool:
-    """Whether a native call takes ``arrays``: at least one, at most ``MOST_ARRAYS``, none empty."""
-    return 0 < len(arrays) <= MOST_ARRAYS and all(0 not in a.shape for a in arrays)
+    """Whether a native call takes ``arrays``: at least one, at most ``MOST_ARRAYS``, none empty, each of an
+    itemsize that is a power of two (whose alignment a mask tests)."""
+    return 0 < len(arrays) <= MOST_ARRAYS and all(0 not in a.shape and a.dtype.itemsize & (a.dtype.itemsize - 1) == 0
+                                                  for a in arrays)
 
 
 def _signature(calls: _NativeCalls, function: int, variables: int, arguments: int, arrays: Sequence[CallArray],

@@ -45,17 +45,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import llvmlite.binding as llvm
 
+from svod.backends.cpu_builtins import HEAD, METH_NOARGS, Builtins, api, memory_follows_header
+from svod.backends.cpu_calls import array_addresses
 from svod.backends.cpu_host import host_target_machine
 from svod.backends.cpu_runtime import CpuLaunch
 from svod.backends.cpu_team import thread_team
 from svod.device import (
+    CallArray,
     HostCondition,
     KernelCall,
     PlanReplay,
@@ -88,11 +89,6 @@ fast as level 2."""
 BAD_OP, NON_POSITIVE, ARITHMETIC, CALLBACK = 1, 2, 3, 4
 CALLBACK_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
 RUN_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
-STUB_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64)
-STUBS = 32
-"""Entry points without arguments, one per live native plan (each reads its plan's frame from a global of
-its own): a ctypes call without arguments costs half of one with a pointer. Plans beyond these many at
-once pass their frame as an argument."""
 
 
 def _word(ip: str, k: int, name: str) -> str:
@@ -474,41 +470,36 @@ py.ok:
 )
 
 
-def _stubs() -> str:
-    return "".join(f"@svod_frame_{k} = global ptr null\n"
-                   f"define i64 @svod_stub_{k}() {{\n  %f = load ptr, ptr @svod_frame_{k}\n"
-                   f"  %r = call i64 @svod_plan_run(ptr %f)\n  ret i64 %r\n}}\n" for k in range(STUBS))
+def _replay_ir() -> str:
+    """``svod_replay``, a plan's replay as a builtin without arguments (``cpu_builtins``) whose ``self`` is its
+    frame: the dispatcher run with the GIL released, its status as an int."""
+    return f"""
+define ptr @svod_replay(ptr %self, ptr %unused) {{
+entry:
+  %frame.p = getelementptr i8, ptr %self, i64 {HEAD}
+  %frame = load ptr, ptr %frame.p
+{api(("PyEval_SaveThread", "PyEval_RestoreThread", "PyLong_FromSsize_t"))}\
+  %state = call ptr %PyEval_SaveThread()
+  %status = call i64 @svod_plan_run(ptr %frame)
+  call void %PyEval_RestoreThread(ptr %state)
+  %answer = call ptr %PyLong_FromSsize_t(i64 %status)
+  ret ptr %answer
+}}
+"""
 
 
 class _Dispatcher:
-    """The dispatcher, compiled once per process, and its entry points without arguments."""
+    """The dispatcher, compiled once per process, and its replay as a builtin (else a ctypes call of it, where
+    a ctypes object's memory is not where the builtin reads it)."""
 
     def __init__(self) -> None:
-        module = llvm.parse_assembly(_IR + _stubs())
+        module = llvm.parse_assembly(_IR + _replay_ir())
         module.verify()
-        self.engine = llvm.create_mcjit_compiler(module, host_target_machine(DISPATCHER_OPT))
-        self.engine.finalize_object()
-        self.run = RUN_TYPE(self.engine.get_function_address("svod_plan_run"))
+        engine = llvm.create_mcjit_compiler(module, host_target_machine(DISPATCHER_OPT))
+        engine.finalize_object()
+        self.run = RUN_TYPE(engine.get_function_address("svod_plan_run"))
+        self.replay = Builtins(engine, {"svod_replay": METH_NOARGS}) if memory_follows_header() else None
         self.team = thread_team().addresses()
-        self._free = list(range(STUBS - 1, -1, -1))
-        self._lock = threading.Lock()
-        self._stubs = [((ctypes.c_int64 * 1).from_address(self.engine.get_global_value_address(f"svod_frame_{k}")),
-                        STUB_TYPE(self.engine.get_function_address(f"svod_stub_{k}"))) for k in range(STUBS)]
-
-    def stub(self, frame: int) -> tuple[int, Callable[[], int]] | None:
-        """An entry point without arguments that runs ``frame``, and its number (to release); None when all
-        are taken."""
-        with self._lock:
-            if not self._free:
-                return None
-            number = self._free.pop()
-        slot, entry = self._stubs[number]
-        slot[0] = frame
-        return number, entry
-
-    def release(self, number: int) -> None:
-        with self._lock:
-            self._free.append(number)
 
 
 @functools.cache
@@ -661,13 +652,8 @@ class NativeReplay:
             self.sites.setdefault(storage, []).append((self.code, position, offset))
         native = dispatcher()
         self.frame = (ctypes.c_int64 * 6)(ctypes.addressof(self.code), ctypes.addressof(self.table), *native.team)
-        stub = native.stub(ctypes.addressof(self.frame))
-        if stub is None:
-            frame = ctypes.addressof(self.frame)
-            self._call: Callable[[], int] = functools.partial(native.run, frame)
-        else:
-            self._call = stub[1]
-            weakref.finalize(self, native.release, stub[0])
+        self._call: Callable[[], int] = (native.replay("svod_replay", self.frame) if native.replay is not None
+                                         else functools.partial(native.run, ctypes.addressof(self.frame)))
 
     def values(self) -> dict[str, int]:
         """Every variable's current value, by name."""
@@ -696,7 +682,12 @@ class NativeReplay:
 
 
 class NativeReplayer:
-    """Replays plans of CPU programs through the dispatcher: what the CPU's runtime factories share."""
+    """Replays plans of CPU programs through the dispatcher, and checks a call's arrays in native code
+    (``svod.device.HostArrayChecks``): what the CPU's runtime factories share."""
+
+    def array_addresses(self, arguments: int, arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                        ) -> Callable[[tuple[Any, ...]], list[int] | None] | None:
+        return array_addresses(arguments, arrays, apart)
 
     def replay(self, work: Sequence[ReplayItem], inputs: Sequence[str]) -> PlanReplay | None:
         """The words of ``work``, whose runs supply ``inputs``; None where a launch size or loop bound has

@@ -183,8 +183,8 @@ class HostArguments(ABC):
                    ) -> Callable[[tuple[Any, ...]], bool] | None:
         """This launch's program with ``vals`` at these sizes as a call of a call's ``arguments`` arguments (a
         tuple) that checks the numpy arrays ``arrays`` among them (no two of ``apart``, indices into ``arrays``,
-        sharing memory) and runs it on them, in native code: it answers 1 where it ran, 0 where the arguments are
-        not as these say (the caller checks them then). Reentrant: it keeps its arguments apart from this
+        sharing memory) and runs it on them, in native code: it answers True where it ran, False where the
+        arguments are not as these say (the caller checks them then). Reentrant: it keeps its arguments apart from this
         launch's. None where the device has no such call."""
         return None
 
@@ -199,6 +199,17 @@ class CallArray:
     dtype: np.dtype
     shape: tuple[int, ...]
     written: bool
+
+
+@runtime_checkable
+class HostArrayChecks(Protocol):
+    """A runtime factory that checks a call's numpy arrays in native code (the CPU's): ``array_addresses`` is
+    a call of a call's ``arguments`` arguments (a tuple) that answers the addresses of ``arrays`` among them
+    (no two of ``apart``, indices into ``arrays``, sharing memory), or None where the arguments are not as these
+    say (the caller checks them then); or None where it cannot check such arrays."""
+
+    def array_addresses(self, arguments: int, arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                        ) -> Callable[[tuple[Any, ...]], list[int] | None] | None: ...
 
 
 @dataclass(slots=True)

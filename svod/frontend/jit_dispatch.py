@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from svod.backends.cpu_calls import array_addresses
-from svod.device import CallArray
+from svod.device import CallArray, HostArrayChecks
 from svod.device.buffer import NOT_EXPORTED, address_of, exported, shared_address
 from svod.errors import SvodError
 from svod.runtime import generated
@@ -67,11 +66,12 @@ def dispatcher(prepared: Prepared, args: Sequence[Any], given: int, device: Any,
     python = [*guards, *(f"{name} = empty(*MADE{k})" for k, name in enumerate(made)),
               *_addresses(binder, names, [args[positions[p]] if p < len(passed) else None
                                           for p, _, _ in binder.arrays.checks], general, namespace)]
-    native = _native_addresses(binder, args, given, [positions[p] for p, _, _ in binder.arrays.checks if
-                                                     p < len(passed)], namespace)
+    native = _native_addresses(prepared, binder, args, given,
+                               [positions[p] for p, _, _ in binder.arrays.checks if p < len(passed)])
     if native is None:
         body += python
     else:
+        namespace["CHECK"] = native
         body += ["found = CHECK(args)", "if found is not None:",
                  *(f"    {line}" for line in _guards(args, given, positions, free or {}, namespace, arrays=False)),
                  f"    {', '.join(f'p{index}' for index in range(len(names)))}, = found",
@@ -82,13 +82,15 @@ def dispatcher(prepared: Prepared, args: Sequence[Any], given: int, device: Any,
     return generated.function("dispatch", ("args", "device"), body, namespace)
 
 
-def _native_addresses(binder: Binder, args: Sequence[Any], given: int, checked: Sequence[int],
-                      namespace: dict[str, Any]) -> Callable[..., list[int] | None] | None:
-    """The native check of the arrays the plan uses in place (``svod.backends.cpu_calls.array_addresses``), put
-    in ``namespace`` as ``CHECK``, where it takes the call's
-    arrays: every array given is one of them, ``checked`` their positions (none a temporary or a default), as
-    ``binder`` checks them. It sees a call's arrays as the arguments' guards and ``_addresses`` do, one native
-    call for them all."""
+def _native_addresses(prepared: Prepared, binder: Binder, args: Sequence[Any], given: int, checked: Sequence[int]
+                      ) -> Callable[[tuple[Any, ...]], list[int] | None] | None:
+    """The native check of the arrays the plan uses in place, where the plan's device has one
+    (``svod.device.HostArrayChecks``) and it takes the call's arrays: every array given is one of them,
+    ``checked`` their positions (none a temporary or a default), as ``binder`` checks them. It sees a call's
+    arrays as the arguments' guards and ``_addresses`` do, in one native call for them all."""
+    runtime = prepared.plan.device.runtime
+    if not isinstance(runtime, HostArrayChecks):
+        return None
     arrays = [position for position in range(given) if type(args[position]) is np.ndarray]
     if len(checked) != len(binder.arrays.checks) or sorted(checked) != arrays:
         return None
@@ -96,10 +98,7 @@ def _native_addresses(binder: Binder, args: Sequence[Any], given: int, checked: 
              for position, (_, _, written) in zip(checked, binder.arrays.checks, strict=True)]
     if any(args[position].nbytes != nbytes for position, nbytes in zip(checked, binder.arrays.nbytes, strict=True)):
         return None
-    check = array_addresses(given, taken, binder.arrays.pairs)
-    if check is not None:
-        namespace["CHECK"] = check
-    return check
+    return runtime.array_addresses(given, taken, binder.arrays.pairs)
 
 
 def _bound_run(prepared: Prepared, binder: Binder, passed: Sequence[str], made: Sequence[str],

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod.backends.cpu_calls import native_calls
+from svod.backends.cpu_calls import array_addresses, native_calls
+from svod.device import CallArray
 from svod.errors import SvodError
 from tests.helpers import open_device
 
@@ -62,6 +63,25 @@ def _unaligned(values: np.ndarray) -> np.ndarray:
 
 def test_numpys_arrays_are_laid_out_as_the_native_call_reads_them():
     assert native_calls() is not None
+
+
+def test_the_checks_alone_answer_the_addresses_of_arrays_of_their_signature_and_none_for_others():
+    """``array_addresses``, a jitted function's native check: the addresses of arrays as the signature says, in
+    its order; None, having read nothing past them, for anything else."""
+    out, x = np.zeros(5), np.arange(5.0)
+    check = array_addresses(2, [CallArray(1, x.dtype, x.shape, False), CallArray(0, out.dtype, out.shape, True)],
+                            [(0, 1)])
+    assert check is not None
+    assert check((out, x)) == [x.ctypes.data, out.ctypes.data]
+    frozen = np.zeros(5)
+    frozen.flags.writeable = False
+    declined = {"a list of them": [out, x], "one argument more": (out, x, x), "one fewer": (out,),
+                "the output read too": (out, out), "a read-only output": (frozen, x), "a number": (out, 1.0),
+                "another dtype": (out, x.astype(np.float32)), "strided": (out, np.zeros(10)[::2]),
+                "a subclass": (out, x.view(Tagged)), "another shape": (out, np.zeros(6))}
+    assert {name: check(args) for name, args in declined.items()} == dict.fromkeys(declined)
+    fresh = np.zeros(5)
+    assert check((fresh, frozen)) == [frozen.ctypes.data, fresh.ctypes.data]  # a read-only input is read in place
 
 
 def _cases(size: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
