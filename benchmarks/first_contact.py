@@ -115,9 +115,9 @@ def _add_count_numba() -> Any:
 def call_seconds() -> dict[str, float | None]:
     """A call of a 16-element ``out = x + 1``: as an ``@svod.kernel``, an ``@svod.jit`` function, through
     ``svod.run`` (a builder kernel), and numba's ``njit`` of the same loop; of ``out = x + n`` with ``n`` new
-    at each call (1 to 999 in turn) as an ``@svod.jit`` function and numba's; of crc16 on 16 bytes as an
-    ``@svod.jit`` function and numba's (numba's None without numba). Each is checked against numpy or plain
-    Python first."""
+    at each call (1 to 999 in turn) as an ``@svod.kernel``, an ``@svod.jit`` function and numba's; of crc16 on
+    16 bytes as an ``@svod.jit`` function and numba's (numba's None without numba). Each is checked against
+    numpy or plain Python first."""
     out, x = np.zeros(SIZE, np.float32), np.arange(SIZE, dtype=np.float32)
     calls: dict[str, Callable[[], object] | None] = {}
     kernel, function = svod.kernel(_add_one), svod.jit(_add_one)
@@ -129,7 +129,8 @@ def call_seconds() -> dict[str, float | None]:
     crc16 = svod.jit(_crc16)
     calls["crc16"] = lambda: crc16(data)
     counts = itertools.cycle(range(1, 1000))
-    counted: dict[str, Callable[..., object]] = {"jit int": svod.jit(_add_count)}
+    counted: dict[str, Callable[..., object]] = {"kernel int": svod.kernel(_add_count), "jit int": svod.jit(_add_count)}
+    calls["kernel int"] = lambda: counted["kernel int"](out, x, next(counts))
     calls["jit int"] = lambda: counted["jit int"](out, x, next(counts))
     try:
         import numba
@@ -207,8 +208,9 @@ def report(figures: dict[str, Any]) -> str:
     lines = [f"import svod           {imports['svod']['wall'] * 1e3:8.1f} ms   ({imports['svod']['cpu'] * 1e3:.1f} ms "
              f"CPU; numpy alone {imports['numpy']['wall'] * 1e3:.1f} ms, {imports['numpy']['cpu'] * 1e3:.1f} ms CPU)"]
     for name, label in (("kernel", "@svod.kernel call"), ("jit", "@svod.jit call"), ("run", "svod.run"),
-                        ("crc16", "@svod.jit crc16"), ("jit int", "@svod.jit, new int"), ("numba", "numba njit call"),
-                        ("numba crc16", "numba crc16"), ("numba int", "numba, new int")):
+                        ("crc16", "@svod.jit crc16"), ("kernel int", "@svod.kernel, new int"),
+                        ("jit int", "@svod.jit, new int"), ("numba", "numba njit call"), ("numba crc16", "numba crc16"),
+                        ("numba int", "numba, new int")):
         value = calls[name]
         lines.append(f"{label:21s} {'   n/a' if value is None else f'{value * 1e6:8.2f} us'}")
     for depth, seconds in figures["where_chain_s"].items():

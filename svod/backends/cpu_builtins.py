@@ -47,8 +47,9 @@ def api_address(name: str) -> int:
 
 def api(names: Iterable[str]) -> str:
     """IR lines that name, as ``%name``, each of ``names``: the C API's function of that name, or ``True``,
-    ``False``, ``None`` or ``tuple``, Python's objects."""
-    objects = {"True": id(True), "False": id(False), "None": id(None), "tuple": id(tuple)}
+    ``False``, ``None``, ``tuple``, ``int`` or ``float``, Python's objects."""
+    objects = {"True": id(True), "False": id(False), "None": id(None), "tuple": id(tuple), "int": id(int),
+               "float": id(float)}
     return "".join(f"  %{name} = inttoptr i64 {objects.get(name) or api_address(name)} to ptr\n" for name in names)
 
 

@@ -8,15 +8,23 @@ about a microsecond; checked in Python, the same checks and launch took several 
 ::
 
     signature (int64 words):  count  kernel  vars  ndarray  save  restore  pairs  pairs_at  arguments
+                              nvars  numbers  numbers_at
                               then per array: position  descr  ndim  dims_at  flags  align_mask  nbytes  -
                               then the dims (dims_at), then the pairs (pairs_at: two array indices each)
+                              then per number (numbers_at): position  how  slot  low  high  dtype_low
+                                                            dtype_high  width
+
+A number sets its variable in a copy of the variables' values (``vars``, ``nvars`` of them), each call its own: an
+int as its value (a runtime scalar of an int dtype: within the dtype's range, its bits of ``width``), a float as
+its float32's or float64's bits, then within the variable's bounds, as ``Variable.checked`` reads it.
 
 It answers True where it ran the kernel and False, having run nothing, where the arguments are not as the
 signature says (another count of them; another type, dtype object, shape; not C-contiguous, aligned to its
-element's size, or writeable where the kernel writes it; a written array overlapping another): the caller's Python
-checks then take the call, as they would have without it. The arrays' layout is read at fixed offsets from the
-object's start, the ones NumPy's headers give its ``PyArrayObject_fields``, and a tuple's and a ctypes array's as
-CPython's; they are checked against NumPy's and Python's own answers once, and where they differ no call is native.
+element's size, or writeable where the kernel writes it; a written array overlapping another; a number another
+type or out of its bounds): the caller's Python checks then take the call, as they would have without it. The
+arrays' layout is read at fixed offsets from the object's start, the ones NumPy's headers give its
+``PyArrayObject_fields``, and a tuple's, a float's and a ctypes array's as CPython's (an int through the C API);
+they are checked against NumPy's and Python's own answers once, and where they differ no call is native.
 """
 
 from __future__ import annotations
@@ -32,14 +40,19 @@ import numpy as np
 
 from svod.backends.cpu_builtins import HEAD, METH_O, Builtins, api, api_address, memory_follows_header
 from svod.backends.cpu_host import host_target_machine
-from svod.device import CallArray
+from svod.device import CallArray, CallScalar
+from svod.dtype import dtypes
 
 C_CONTIGUOUS, WRITEABLE = 0x1, 0x400
 """NumPy's ``NPY_ARRAY_*`` flag bits (``ndarraytypes.h``)."""
-HEADER = 9
+HEADER = 12
 """Words of a signature before its arrays' records."""
 RECORD = 8
-"""Words of one array's record."""
+"""Words of one array's record, and of one number's."""
+INT, FLOAT32_BITS, FLOAT64_BITS = 0, 1, 2
+"""How a number becomes its variable's value: an int's value (its dtype's bits, where a runtime scalar of an int
+dtype takes it), a float's bits as a float32 (numpy's C cast) or as a float64."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MOST_ARRAYS = 64
 """The most arrays a native call takes (its buffer table lives on the stack)."""
 
@@ -78,7 +91,8 @@ entry:
 """
     + _word("sig", 0, "count") + _word("sig", 1, "fn") + _word("sig", 2, "vars") + _word("sig", 3, "ndarray")
     + _word("sig", 4, "save") + _word("sig", 5, "restore") + _word("sig", 6, "npairs") + _word("sig", 7, "pairs")
-    + _word("sig", 8, "arguments") + _field("args", LENGTH_AT, "i64", "length") + buffers
+    + _word("sig", 8, "arguments") + _word("sig", 9, "nvars") + _word("sig", 10, "nscalars")
+    + _word("sig", 11, "scalars") + _field("args", LENGTH_AT, "i64", "length") + buffers
     + """  %length.ok = icmp eq i64 %length, %arguments
   br i1 %length.ok, label %array, label %decline
 
@@ -187,16 +201,99 @@ decline:
 """)
 
 
-_CHECKS = _checked("svod_array_call", "ptr %sig, ptr %args", "  %bufs = alloca i64, i64 %count\n", """\
+def _numbers() -> str:
+    """The lines of ``svod_array_call`` past its arrays' checks: the variables' values copied to ``%vals``, each
+    number's record (position, how, slot, low, high, dtype's low, dtype's high, width) read into its slot, checked
+    as ``Variable.checked`` checks it (else nothing runs); then the kernel's run, the GIL released."""
+    return f"""\
   %fn.f = inttoptr i64 %fn to ptr
   %vars.f = inttoptr i64 %vars to ptr
   %save.f = inttoptr i64 %save to ptr
   %restore.f = inttoptr i64 %restore to ptr
+  %vals = alloca i64, i64 %nvars
+  %vals.bytes = mul i64 %nvars, 8
+  call void @llvm.memcpy.p0.p0.i64(ptr %vals, ptr %vars.f, i64 %vals.bytes, i1 false)
+{api(("int", "float", "PyLong_AsLongLongAndOverflow"))}  br label %number
+
+number:
+  %n = phi i64 [0, %run], [%n.next, %number.checked]
+  %n.more = icmp slt i64 %n, %nscalars
+  br i1 %n.more, label %number.body, label %launch
+
+number.body:
+  %q.k = mul i64 %n, {RECORD}
+  %q.at = add i64 %scalars, %q.k
+  %q = getelementptr i64, ptr %sig, i64 %q.at
+""" + _word("q", 0, "q.position") + _word("q", 1, "q.how") + _word("q", 2, "q.slot") + _word("q", 3, "q.low") \
+        + _word("q", 4, "q.high") + _word("q", 5, "q.dlow") + _word("q", 6, "q.dhigh") + _word("q", 7, "q.width") \
+        + f"""  %o.k = mul i64 %q.position, 8
+  %o.at = add i64 %o.k, {ITEMS_AT}
+  %o.p = getelementptr i8, ptr %args, i64 %o.at
+  %o = load ptr, ptr %o.p
+  %o.type.p = getelementptr i8, ptr %o, i64 {TYPE_AT}
+  %o.type = load ptr, ptr %o.type.p
+  %q.int = icmp eq i64 %q.how, {INT}
+  br i1 %q.int, label %number.int, label %number.float
+
+number.int:
+  %is.int = icmp eq ptr %o.type, %int
+  br i1 %is.int, label %number.int.read, label %decline
+
+number.int.read:
+  %v = call i64 %PyLong_AsLongLongAndOverflow(ptr %o, ptr %overflow)
+  %v.over = load i32, ptr %overflow
+  %v.fits = icmp eq i32 %v.over, 0
+  %v.low = icmp sge i64 %v, %q.dlow
+  %v.high = icmp sle i64 %v, %q.dhigh
+  %v.in = and i1 %v.low, %v.high
+  %v.ok = and i1 %v.fits, %v.in
+  %v.shift = sub i64 64, %q.width
+  %v.up = shl i64 %v, %v.shift
+  %v.bits = ashr i64 %v.up, %v.shift
+  br i1 %v.ok, label %number.check, label %decline
+
+number.float:
+  %is.float = icmp eq ptr %o.type, %float
+  br i1 %is.float, label %number.float.read, label %decline
+
+number.float.read:
+  %x.p = getelementptr i8, ptr %o, i64 {HEAD}
+  %x = load double, ptr %x.p
+  %x.wide = bitcast double %x to i64
+  %f = fptrunc double %x to float
+  %f.i = bitcast float %f to i32
+  %f.bits = sext i32 %f.i to i64
+  %q.f32 = icmp eq i64 %q.how, {FLOAT32_BITS}
+  %x.bits = select i1 %q.f32, i64 %f.bits, i64 %x.wide
+  br label %number.check
+
+number.check:
+  %bits = phi i64 [%v.bits, %number.int.read], [%x.bits, %number.float.read]
+  %b.low = icmp sge i64 %bits, %q.low
+  %b.high = icmp sle i64 %bits, %q.high
+  %b.in = and i1 %b.low, %b.high
+  br i1 %b.in, label %number.checked, label %decline
+
+number.checked:
+  %slot.p = getelementptr i64, ptr %vals, i64 %q.slot
+  store i64 %bits, ptr %slot.p
+  %n.next = add i64 %n, 1
+  br label %number
+
+launch:
   %state = call ptr %save.f()
-  call void %fn.f(ptr %bufs, ptr %vars.f, i64 0)
+  call void %fn.f(ptr %bufs, ptr %vals, i64 0)
   call void %restore.f(ptr %state)
   ret i64 1
-""") + _checked("svod_array_addresses", "ptr %sig, ptr %args, ptr %bufs", "", "  ret i64 1\n")
+"""
+
+
+def _checks_ir() -> str:
+    """``svod_array_call`` and ``svod_array_addresses``: the checks, then the kernel's run or the addresses."""
+    return ("declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n"
+            + _checked("svod_array_call", "ptr %sig, ptr %args",
+                       "  %bufs = alloca i64, i64 %count\n  %overflow = alloca i32\n", _numbers())
+            + _checked("svod_array_addresses", "ptr %sig, ptr %args, ptr %bufs", "", "  ret i64 1\n"))
 
 
 def _builtins_ir() -> str:
@@ -284,7 +381,7 @@ class _NativeCalls:
     """The native call and its checks alone, compiled once per process, as builtins (``cpu_builtins``)."""
 
     def __init__(self) -> None:
-        module = llvm.parse_assembly(_CHECKS + _builtins_ir())
+        module = llvm.parse_assembly(_checks_ir() + _builtins_ir())
         module.verify()
         engine = llvm.create_mcjit_compiler(module, host_target_machine(2))
         engine.finalize_object()
@@ -301,7 +398,8 @@ def native_calls() -> _NativeCalls | None:
 
 
 def _layout_holds() -> bool:
-    """Whether a few arrays' fields, read where the native call reads them, are what NumPy says of them."""
+    """Whether a few arrays', a tuple's and a float's fields, read where the native call reads them, are what
+    NumPy and Python say of them."""
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     frozen = np.zeros(5, np.int16)
     frozen.flags.writeable = False
@@ -317,24 +415,55 @@ def _layout_holds() -> bool:
                 or ctypes.c_int.from_address(at + FLAGS_AT).value != array.flags.num):
             return False
     held = (frozen, base)
+    number = float(np.pi)  # a float's value is the field after its header
     return (tuple.__itemsize__ == 8 and ctypes.c_int64.from_address(id(held) + LENGTH_AT).value == len(held)
-            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base))
+            and ctypes.c_void_p.from_address(id(held) + ITEMS_AT + 8).value == id(base)
+            and ctypes.c_double.from_address(id(number) + HEAD).value == number)
 
 
 def array_call(function: int, vals: Sequence[int], arguments: int, arrays: Sequence[CallArray],
-               apart: Sequence[tuple[int, int]]) -> Callable[[tuple[Any, ...]], bool] | None:
+               apart: Sequence[tuple[int, int]], scalars: Sequence[CallScalar] = ()
+               ) -> Callable[[tuple[Any, ...]], bool] | None:
     """A native call of the one-worker kernel at ``function`` with ``vals`` on a call's ``arguments`` arguments, of
     which ``arrays`` (each by its position) are numpy arrays, no two of ``apart`` (indices into ``arrays``) sharing
-    memory: called with the call's arguments (a tuple), it answers True where it ran the kernel, False where it
-    did not.
-    None where no call is native (see ``native_calls``), or for more than ``MOST_ARRAYS`` arrays or an empty one
-    (its data pointer is not one a kernel reads)."""
+    memory, and ``scalars`` numbers that set variables of ``vals``: called with the call's arguments (a tuple), it
+    answers True where it ran the kernel, False where it did not. None where no call is native (see
+    ``native_calls``), or for more than ``MOST_ARRAYS`` arrays, an empty one (its data pointer is not one a kernel
+    reads) or a number it cannot read (``_number``)."""
     calls = native_calls()
-    if calls is None or not _takes(arrays):
+    numbers = _numbers_of(scalars)
+    if calls is None or not _takes(arrays) or numbers is None:
         return None
     variables = (ctypes.c_int64 * max(len(vals), 1))(*vals)
-    signature = _signature(calls, function, ctypes.addressof(variables), arguments, arrays, apart)
+    signature = _signature(calls, function, (ctypes.addressof(variables), len(variables)), arguments, arrays, apart,
+                           numbers)
     return calls.builtin("svod_call", (signature, variables, *(a.dtype for a in arrays)))
+
+
+def _numbers_of(scalars: Sequence[CallScalar]) -> list[int] | None:
+    """The records of ``scalars``, one after another; None where one has none."""
+    words: list[int] = []
+    for scalar in scalars:
+        record = _number(scalar)
+        if record is None:
+            return None
+        words += record
+    return words
+
+
+def _number(scalar: CallScalar) -> list[int] | None:
+    """The record of a number the native call reads (module docstring), as ``Variable.checked`` reads it: an int
+    for an int variable or a runtime scalar of an int dtype (of 1 to 8 bytes), a float for a float32 or float64
+    scalar; None for any other (the checks in Python take it)."""
+    variable, dtype = scalar.variable, scalar.variable.scalar
+    head = [scalar.position, INT, scalar.slot, variable.min, variable.max]
+    if dtype is None:
+        return [*head, variable.min, variable.max, 64] if scalar.kind is int else None
+    if scalar.kind is float and dtype in (dtypes.float32, dtypes.float64):
+        return [scalar.position, FLOAT32_BITS if dtype == dtypes.float32 else FLOAT64_BITS, *head[2:], 0, 0, 0]
+    if scalar.kind is int and dtype.is_int and dtype.itemsize in (1, 2, 4, 8):
+        return [*head, max(int(dtype.min), INT64_MIN), min(int(dtype.max), INT64_MAX), 8 * dtype.itemsize]
+    return None
 
 
 def array_addresses(arguments: int, arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
@@ -345,7 +474,7 @@ def array_addresses(arguments: int, arrays: Sequence[CallArray], apart: Sequence
     calls = native_calls()
     if calls is None or not _takes(arrays):
         return None
-    signature = _signature(calls, 0, 0, arguments, arrays, apart)
+    signature = _signature(calls, 0, (0, 0), arguments, arrays, apart, [])
     return calls.builtin("svod_addresses", (signature, *(a.dtype for a in arrays)))
 
 
@@ -356,20 +485,23 @@ def _takes(arrays: Sequence[CallArray]) -> bool:
                                                   for a in arrays)
 
 
-def _signature(calls: _NativeCalls, function: int, variables: int, arguments: int, arrays: Sequence[CallArray],
-               apart: Sequence[tuple[int, int]]) -> ctypes.Array[ctypes.c_int64]:
-    """The words of a native call's signature (the module's docstring lays them out)."""
+def _signature(calls: _NativeCalls, function: int, variables: tuple[int, int], arguments: int,
+               arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]], numbers: Sequence[int]
+               ) -> ctypes.Array[ctypes.c_int64]:
+    """The words of a native call's signature (the module's docstring lays them out): ``variables`` the address
+    and count of the variables' values, ``numbers`` the numbers' records."""
     dims_at = HEADER + RECORD * len(arrays)
     pairs_at = dims_at + sum(len(a.shape) for a in arrays)
-    words = [len(arrays), function, variables, calls.ndarray, calls.save, calls.restore, len(apart), pairs_at,
-             arguments]
+    numbers_at = pairs_at + 2 * len(apart)
+    words = [len(arrays), function, variables[0], calls.ndarray, calls.save, calls.restore, len(apart), pairs_at,
+             arguments, variables[1], len(numbers) // RECORD, numbers_at]
     dims: list[int] = []
     for array in arrays:
         flags = C_CONTIGUOUS | (WRITEABLE if array.written else 0)
         words += [array.position, id(array.dtype), len(array.shape), dims_at + len(dims), flags,
                   array.dtype.itemsize - 1, array.dtype.itemsize * math.prod(array.shape), 0]
         dims += array.shape
-    words += dims + [index for pair in apart for index in pair]
+    words += dims + [index for pair in apart for index in pair] + list(numbers)
     return (ctypes.c_int64 * len(words))(*words)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from svod.backends.cpu_calls import array_call
 from svod.backends.cpu_team import thread_team
-from svod.device import CallArray, HostArguments, ProgramBase
+from svod.device import CallArray, CallScalar, HostArguments, ProgramBase
 from svod.errors import SvodError
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -105,11 +105,13 @@ class CpuLaunch(HostArguments):
         return functools.partial(self, list(vals), global_size, local_size)
 
     def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arguments: int,
-                   arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                   arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]], scalars: Sequence[CallScalar] = ()
                    ) -> Callable[[tuple[Any, ...]], bool] | None:
         """A one-worker launch's native call (``svod.backends.cpu_calls``): a launch on the team is not one a tiny
         call makes, and its job block is this launch's alone."""
-        return array_call(self.program.address, vals, arguments, arrays, apart) if global_size[0] == 1 else None
+        if global_size[0] != 1:
+            return None
+        return array_call(self.program.address, vals, arguments, arrays, apart, scalars)
 
     @property
     def buffer_addresses(self) -> ctypes.Array[Any]:

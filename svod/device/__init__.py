@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from svod.device.protocols import (
         BufferAddress,
         CallArray,
+        CallScalar,
         Compiler,
         CompilerBase,
         HostArguments,
@@ -57,10 +58,10 @@ _HOMES = {
     **dict.fromkeys(("CORE_ID", "DeviceCaps", "WorkGroupLimits", "launch_index", "parse_launch_index"), "caps"),
     **dict.fromkeys(("Device", "Pair", "resolver"), "device"),
     **dict.fromkeys(("ConcreteLaunchDims", "LaunchShape"), "launch"),
-    **dict.fromkeys(("BufferAddress", "CallArray", "Compiler", "CompilerBase", "HostArguments", "HostArrayChecks",
-                     "HostCondition", "KernelCall", "Launch", "PlanReplay", "PlanReplayer", "Program", "ProgramBase",
-                     "Renderer", "ReplayBranch", "ReplayCopy", "ReplayHost", "ReplayItem", "ReplayKernel", "ReplayLoop",
-                     "ReplayWhile", "RuntimeFactory"), "protocols"),
+    **dict.fromkeys(("BufferAddress", "CallArray", "CallScalar", "Compiler", "CompilerBase", "HostArguments",
+                     "HostArrayChecks", "HostCondition", "KernelCall", "Launch", "PlanReplay", "PlanReplayer",
+                     "Program", "ProgramBase", "Renderer", "ReplayBranch", "ReplayCopy", "ReplayHost", "ReplayItem",
+                     "ReplayKernel", "ReplayLoop", "ReplayWhile", "RuntimeFactory"), "protocols"),
     **dict.fromkeys(("CompiledSpec", "KernelMetadata", "ProgramSpec", "Variable", "derive_metadata", "entry_symbol",
                      "kernel_variables"), "spec"),
 }
@@ -75,7 +76,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CallArray", "CompiledSpec", "DeviceCaps",
+__all__ = ["CORE_ID", "Allocator", "Buffer", "BufferAddress", "CallArray", "CallScalar", "CompiledSpec", "DeviceCaps",
            "WorkGroupLimits", "launch_index", "parse_launch_index", "Compiler", "CompilerBase", "ConcreteLaunchDims",
            "Device", "HostAllocator", "HostArguments", "HostArrayChecks", "HostCondition", "KernelCall",
            "KernelMetadata", "Launch", "LaunchShape", "Pair", "PlanReplay", "PlanReplayer", "Program", "ProgramBase",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from svod.device.launch import LaunchShape
-from svod.device.spec import CompiledSpec, ProgramSpec
+from svod.device.spec import CompiledSpec, ProgramSpec, Variable
 from svod.dtype import DeviceSpec
 from svod.ir import PatternMatcher, UOp
 
@@ -179,13 +179,14 @@ class HostArguments(ABC):
         once, not per run)."""
 
     def array_call(self, vals: Sequence[int], global_size: tuple[int, int, int], arguments: int,
-                   arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]]
+                   arrays: Sequence[CallArray], apart: Sequence[tuple[int, int]], scalars: Sequence[CallScalar] = ()
                    ) -> Callable[[tuple[Any, ...]], bool] | None:
         """This launch's program with ``vals`` at these sizes as a call of a call's ``arguments`` arguments (a
         tuple) that checks the numpy arrays ``arrays`` among them (no two of ``apart``, indices into ``arrays``,
-        sharing memory) and runs it on them, in native code: it answers True where it ran, False where the
-        arguments are not as these say (the caller checks them then). Reentrant: it keeps its arguments apart from this
-        launch's. None where the device has no such call."""
+        sharing memory) and the numbers ``scalars`` (each setting a variable of ``vals``, checked as
+        ``Variable.checked`` checks it) and runs it on them, in native code: it answers True where it ran, False
+        where the arguments are not as these say (the caller checks them then). Reentrant: it keeps its
+        arguments apart from this launch's. None where the device has no such call."""
         return None
 
 
@@ -199,6 +200,18 @@ class CallArray:
     dtype: np.dtype
     shape: tuple[int, ...]
     written: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallScalar:
+    """A number a call's signature passes as a kernel variable's value (``HostArguments.array_call``): its position
+    among the call's arguments, the slot of the variable among the kernel's values, its Python type (``int`` or
+    ``float``, as the call's key fixes it), and the variable (its bounds; a runtime scalar's dtype)."""
+
+    position: int
+    slot: int
+    kind: type
+    variable: Variable
 
 
 @runtime_checkable

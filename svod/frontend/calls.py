@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from svod.device import HostArguments, Launch, Variable
+from svod.device import CallScalar, HostArguments, Launch, Variable
 from svod.device.buffer import NOT_EXPORTED, InPlace, address_of, exported, shared_address
 from svod.device.launch import ConcreteLaunchDims
 from svod.errors import SvodError
@@ -82,8 +82,10 @@ class PreparedCall:
         bound = kernel.bind_host()
         pairs = InPlace.of([(position, argument.dtype.itemsize, value.size, argument.written)
                             for (position, value), argument in zip(arrays, kernel.layout, strict=True)]).pairs
-        if bound is not None and not varying:
-            body += _native(bound[1], len(args), arrays, kernel, vals, dims, pairs, namespace)
+        if bound is not None:
+            scalars = [CallScalar(position, slot, type(args[position]), variable)
+                       for slot, variable, position in varying]
+            body += _native(bound[1], len(args), arrays, scalars, kernel, vals, dims, pairs, namespace)
         body += _array_guards(arrays, kernel, namespace)
         body += _values(varying, vals, namespace)
         launch = _launch(kernel, bound, arrays, pairs, vals, dims, varying, namespace)
@@ -150,16 +152,16 @@ def _values(varying: Sequence[tuple[int, Variable, int]], vals: list[int], names
 
 
 def _native(host: HostArguments | PartsOnHost, arguments: int, arrays: Sequence[tuple[int, np.ndarray]],
-            kernel: CachedKernel, vals: list[int], dims: ConcreteLaunchDims, pairs: Sequence[tuple[int, int]],
-            namespace: dict[str, Any]) -> list[str]:
+            scalars: Sequence[CallScalar], kernel: CachedKernel, vals: list[int], dims: ConcreteLaunchDims,
+            pairs: Sequence[tuple[int, int]], namespace: dict[str, Any]) -> list[str]:
     """The call in native code, where the device has one (``HostArguments.array_call``) and the arrays of the call
-    it is made for are all it would take (so that one like them is not checked twice): the checks in Python then
-    see only the calls it declines."""
+    it is made for are all it would take (so that one like them is not checked twice), with the numbers that set
+    variables (``scalars``): the checks in Python then see only the calls it declines."""
     usable = all(value.flags.c_contiguous and (value.flags.writeable or not argument.written)
                  for (_, value), argument in zip(arrays, kernel.layout, strict=True))
     if not usable or not isinstance(host, HostArguments):
         return []
-    native = host.array_call(vals, dims.global_size, arguments, kernel.call_arrays(arrays), pairs)
+    native = host.array_call(vals, dims.global_size, arguments, kernel.call_arrays(arrays), pairs, scalars)
     if native is None:
         return []
     namespace["NATIVE"] = native

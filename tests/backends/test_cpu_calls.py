@@ -5,6 +5,7 @@ it, or refused in the same words."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -192,3 +193,72 @@ def test_svod_run_of_the_arrays_it_ran_on_first_runs_natively_and_of_others_as_b
         with pytest.raises(SvodError, match=f"kernel takes 2 buffers, got {len(wrong)}"):
             svod.run(ast, wrong, device=device)
     assert answers == [True, False, False, False, False, False]
+
+
+def scaled_by_fn(out, x, a):
+    for i in range(out.shape[0]):
+        out[i] = x[i] * a
+
+
+def raised_by_fn(out, x, k):
+    for i in range(out.shape[0]):
+        out[i] = x[i] + k
+
+
+FLOATS = [0.5, -0.0, math.nan, -math.nan, math.inf, -math.inf, 5e-324, 1e-310, 1.4e-45, 2.0**-150, 3.4028235e38,
+          3.5e38, 1e39, -1e300, 1.0 + 2.0**-24, 1.0 + 2.0**-30, 16777217.0]
+"""Floats whose float32 is each a case of its own: signed zeros and NaNs, infinities, subnormals of both widths,
+the largest float32, values past it that round to it or overflow, halfway and below-half roundings."""
+INTS = [0, -1, 7, 127, 128, -129, 2**31 - 1, 2**31, -(2**31) - 1, 2**62, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1,
+        2**64]
+"""Ints across the edges of 8-, 32- and 64-bit integers, and past them."""
+
+
+def _outcomes(kernel: svod.Kernel, x: np.ndarray, number: object, device: object) -> object:
+    """What ``kernel`` makes of ``x`` and ``number`` (a new output), or the error it raises."""
+    return _outcome(kernel, np.zeros(x.shape, x.dtype), x, number, device)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_float_argument_is_read_natively_as_python_reads_it(compiler, dtype):
+    """A float that scales a float32 or float64 array is read in native code as its variable's bits, as a first
+    call reads it in Python: numpy's cast to float32 (round to nearest, past the largest finite an infinity),
+    the float64 itself; every call of the signature runs natively."""
+    device = open_device(compiler)
+    kernel = svod.kernel(scaled_by_fn)
+    x = np.array([-2.5, -1.0, -0.0, 0.0, 1e-30, 3.0, 7.25], dtype)
+    for warm in (1.0, 2.0):
+        kernel(np.zeros(7, dtype), x, warm, device=device)
+    answers = _answers(kernel)
+    for number in FLOATS:
+        got = _outcomes(kernel, x, number, device)
+        assert isinstance(got, np.ndarray), got
+        np.testing.assert_array_equal(got, _outcomes(svod.kernel(scaled_by_fn), x, number, device))
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.testing.assert_array_equal(got, x * dtype(number))
+    assert answers == [True] * len(FLOATS)
+
+
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8])
+def test_an_int_argument_is_read_natively_as_python_reads_it_or_declined(compiler, dtype):
+    """An int added to an integer array is read in native code, as a first call reads it in Python: within its
+    variable's range and its dtype's, it runs natively and computes what a first call computes; past them, the
+    call is declined and a first call's checks take it (a value or an error, the same as a first call's)."""
+    device = open_device(compiler)
+    kernel = svod.kernel(raised_by_fn)
+    x = np.array([0, 1, 2, 3, 5], dtype)
+    for warm in (1, 2):
+        kernel(np.zeros(5, dtype), x, warm, device=device)
+    answers = _answers(kernel)
+    ran = []
+    for number in INTS:
+        got, first = (_outcomes(k, x, number, device) for k in (kernel, svod.kernel(raised_by_fn)))
+        if isinstance(first, tuple):
+            assert got == first
+        else:
+            np.testing.assert_array_equal(got, first)
+            ran.append(number)
+    assert ran, "some of the ints are ones a first call runs"
+    assert answers[:len(INTS)] == [number in ran and number < 2**63 for number in INTS]
