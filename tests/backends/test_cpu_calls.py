@@ -6,7 +6,9 @@ it, or refused in the same words."""
 from __future__ import annotations
 
 import math
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -262,3 +264,54 @@ def test_an_int_argument_is_read_natively_as_python_reads_it_or_declined(compile
             ran.append(number)
     assert ran, "some of the ints are ones a first call runs"
     assert answers[:len(INTS)] == [number in ran and number < 2**63 for number in INTS]
+
+
+def recurrence_fn(out, x):
+    value = 0.0
+    for r in range(out.shape[0]):
+        for i in range(x.shape[0]):
+            value = value * 0.5 + x[i]
+        out[r] = value
+
+
+def _counted_while(call: Callable[[], object]) -> tuple[float, float]:
+    """How long ``call`` took, and how long a thread counting in Python ran meanwhile (its count over its rate,
+    which it counts at while this thread sleeps): with the GIL held throughout, only a switch of threads before
+    the call lets it run, for at most a switch interval."""
+    count, stop = [0], threading.Event()
+
+    def counting() -> None:
+        while not stop.is_set():
+            count[0] += 1
+
+    counter = threading.Thread(target=counting)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    counter.start()
+    try:
+        start, at = count[0], time.perf_counter()
+        time.sleep(0.05)
+        rate = (count[0] - start) / (time.perf_counter() - at)
+        start, at = count[0], time.perf_counter()
+        call()
+        took, counted = time.perf_counter() - at, count[0] - start
+    finally:
+        stop.set()
+        counter.join()
+        sys.setswitchinterval(interval)
+    return took, counted / rate
+
+
+@pytest.mark.parametrize("entry", ["kernel", "jit"])
+def test_a_native_call_lets_other_threads_run_while_its_kernel_runs(entry):
+    """A native call (a kernel's, a jitted function's replay) releases the GIL while its kernel runs, as a
+    ctypes call did: another thread runs for most of a long one."""
+    out, x = np.zeros(6000), np.full(20000, 0.5)
+    function = svod.kernel(recurrence_fn) if entry == "kernel" else svod.jit(recurrence_fn)
+    for _ in range(2):
+        function(out, x)
+    np.testing.assert_array_equal(out, 1.0)  # 1 - 2**-n, rounded
+    if entry == "kernel":
+        assert "NATIVE" in function._calls.last.run.__globals__
+    took, other = _counted_while(lambda: function(out, x))
+    assert other > 0.25 * took, f"another thread ran {other * 1e3:.1f} ms of a {took * 1e3:.1f} ms call"
