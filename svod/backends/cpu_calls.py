@@ -15,8 +15,9 @@ about a microsecond; checked in Python, the same checks and launch took several 
                                                             dtype_high  width
 
 A number sets its variable in a copy of the variables' values (``vars``, ``nvars`` of them), each call its own: an
-int as its value (a runtime scalar of an int dtype: within the dtype's range, its bits of ``width``), a float as
-its float32's or float64's bits, then within the variable's bounds, as ``Variable.checked`` reads it.
+int of int64's range as its value (a runtime scalar of an int dtype: within the dtype's range, its bits of
+``width``), a float as its float32's (not a NaN) or float64's bits, then within the variable's bounds, as
+``Variable.checked`` reads it; any other is declined.
 
 It answers True where it ran the kernel and False, having run nothing, where the arguments are not as the
 signature says (another count of them; another type, dtype object, shape; not C-contiguous, aligned to its
@@ -48,11 +49,15 @@ C_CONTIGUOUS, WRITEABLE = 0x1, 0x400
 HEADER = 12
 """Words of a signature before its arrays' records."""
 RECORD = 8
-"""Words of one array's record, and of one number's."""
+"""Words of one array's record."""
+NUMBER_RECORD = 8
+"""Words of one number's record."""
 INT, FLOAT32_BITS, FLOAT64_BITS = 0, 1, 2
 """How a number becomes its variable's value: an int's value (its dtype's bits, where a runtime scalar of an int
-dtype takes it), a float's bits as a float32 (numpy's C cast) or as a float64."""
+dtype takes it), a float's bits as a float32 (numpy's C cast; a NaN is declined, whose float32 CPython's packing
+keeps signalling from 3.14 on where the cast quiets it) or as a float64."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The ints a native call reads: another (a uint64's past ``INT64_MAX``) is declined to the checks in Python."""
 MOST_ARRAYS = 64
 """The most arrays a native call takes (its buffer table lives on the stack)."""
 
@@ -210,7 +215,6 @@ def _numbers() -> str:
   %vars.f = inttoptr i64 %vars to ptr
   %save.f = inttoptr i64 %save to ptr
   %restore.f = inttoptr i64 %restore to ptr
-  %vals = alloca i64, i64 %nvars
   %vals.bytes = mul i64 %nvars, 8
   call void @llvm.memcpy.p0.p0.i64(ptr %vals, ptr %vars.f, i64 %vals.bytes, i1 false)
 {api(("int", "float", "PyLong_AsLongLongAndOverflow"))}  br label %number
@@ -221,7 +225,7 @@ number:
   br i1 %n.more, label %number.body, label %launch
 
 number.body:
-  %q.k = mul i64 %n, {RECORD}
+  %q.k = mul i64 %n, {NUMBER_RECORD}
   %q.at = add i64 %scalars, %q.k
   %q = getelementptr i64, ptr %sig, i64 %q.at
 """ + _word("q", 0, "q.position") + _word("q", 1, "q.how") + _word("q", 2, "q.slot") + _word("q", 3, "q.low") \
@@ -265,7 +269,9 @@ number.float.read:
   %f.bits = sext i32 %f.i to i64
   %q.f32 = icmp eq i64 %q.how, {FLOAT32_BITS}
   %x.bits = select i1 %q.f32, i64 %f.bits, i64 %x.wide
-  br label %number.check
+  %x.nan = fcmp uno double %x, %x
+  %x.declined = and i1 %q.f32, %x.nan
+  br i1 %x.declined, label %decline, label %number.check
 
 number.check:
   %bits = phi i64 [%v.bits, %number.int.read], [%x.bits, %number.float.read]
@@ -292,7 +298,8 @@ def _checks_ir() -> str:
     """``svod_array_call`` and ``svod_array_addresses``: the checks, then the kernel's run or the addresses."""
     return ("declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n"
             + _checked("svod_array_call", "ptr %sig, ptr %args",
-                       "  %bufs = alloca i64, i64 %count\n  %overflow = alloca i32\n", _numbers())
+                       "  %bufs = alloca i64, i64 %count\n  %vals = alloca i64, i64 %nvars\n"
+                       "  %overflow = alloca i32\n", _numbers())
             + _checked("svod_array_addresses", "ptr %sig, ptr %args, ptr %bufs", "", "  ret i64 1\n"))
 
 
@@ -494,7 +501,7 @@ def _signature(calls: _NativeCalls, function: int, variables: tuple[int, int], a
     pairs_at = dims_at + sum(len(a.shape) for a in arrays)
     numbers_at = pairs_at + 2 * len(apart)
     words = [len(arrays), function, variables[0], calls.ndarray, calls.save, calls.restore, len(apart), pairs_at,
-             arguments, variables[1], len(numbers) // RECORD, numbers_at]
+             arguments, variables[1], len(numbers) // NUMBER_RECORD, numbers_at]
     dims: list[int] = []
     for array in arrays:
         flags = C_CONTIGUOUS | (WRITEABLE if array.written else 0)

@@ -5,6 +5,7 @@ it, or refused in the same words."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import sys
 import threading
@@ -16,8 +17,9 @@ import numpy as np
 import pytest
 
 import svod
-from svod.backends.cpu_calls import array_addresses, native_calls
-from svod.device import CallArray
+from svod.backends.cpu_calls import array_addresses, array_call, native_calls
+from svod.device import CallArray, CallScalar, Variable
+from svod.dtype import dtypes
 from svod.errors import SvodError
 from tests.helpers import open_device
 
@@ -207,10 +209,16 @@ def raised_by_fn(out, x, k):
         out[i] = x[i] + k
 
 
-FLOATS = [0.5, -0.0, math.nan, -math.nan, math.inf, -math.inf, 5e-324, 1e-310, 1.4e-45, 2.0**-150, 3.4028235e38,
-          3.5e38, 1e39, -1e300, 1.0 + 2.0**-24, 1.0 + 2.0**-30, 16777217.0]
-"""Floats whose float32 is each a case of its own: signed zeros and NaNs, infinities, subnormals of both widths,
-the largest float32, values past it that round to it or overflow, halfway and below-half roundings."""
+def _float_of_bits(bits: int) -> float:
+    return float(np.array(bits, np.uint64).view(np.float64))
+
+
+FLOATS = [0.5, -0.0, math.nan, -math.nan, _float_of_bits(0x7FF0_0000_0000_0001), _float_of_bits(0xFFF8_0000_0000_0123),
+          math.inf, -math.inf, 5e-324, 1e-310, 1.4e-45, 2.0**-150, 3.4028235e38, 3.5e38, 1e39, -1e300, 1.0 + 2.0**-24,
+          1.0 + 2.0**-30, 16777217.0]
+"""Floats whose float32 is each a case of its own: signed zeros and NaNs (a signalling one, one with a payload),
+infinities, subnormals of both widths, the largest float32, values past it that round to it or overflow, halfway
+and below-half roundings."""
 INTS = [0, -1, 7, 127, 128, -129, 2**31 - 1, 2**31, -(2**31) - 1, 2**62, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1,
         2**64]
 """Ints across the edges of 8-, 32- and 64-bit integers, and past them."""
@@ -315,3 +323,35 @@ def test_a_native_call_lets_other_threads_run_while_its_kernel_runs(entry):
         assert "NATIVE" in function._calls.last.run.__globals__
     took, other = _counted_while(lambda: function(out, x))
     assert other > 0.25 * took, f"another thread ran {other * 1e3:.1f} ms of a {took * 1e3:.1f} ms call"
+
+
+RECORDING = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+"""A kernel's entry (``svod.backends.cpu_runtime``): its buffers, its variables' values, a job."""
+
+
+@pytest.mark.parametrize("scalar", [None, dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16,
+                                    dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64])
+def test_a_number_sets_its_variable_to_the_bits_variable_checked_gives_or_is_declined(scalar):
+    """Each number a native call reads sets the kernel's variable to the bits ``Variable.checked`` gives it, in
+    the call's own copy of the values: a float's float32 or float64 bits, an int's value or its dtype's bits.
+    Declined, having run nothing, exactly where ``Variable.checked`` refuses it, or for a float32 NaN (CPython's
+    packing keeps a signalling one so from 3.14 on), or an int past int64's range."""
+    seen: list[list[int]] = []
+    entry = RECORDING(lambda bufs, values, job: seen.append(list((ctypes.c_int64 * 2).from_address(values))))
+    low, high = (-5, 100) if scalar is None else (-(2 ** (8 * scalar.itemsize - 1)), 2 ** (8 * scalar.itemsize - 1) - 1)
+    variable = Variable("a", low, high, scalar)
+    kind = float if scalar is not None and scalar.is_float else int
+    out = np.zeros(1)
+    call = array_call(ctypes.cast(entry, ctypes.c_void_p).value or 0, [11, 0], 2,
+                      [CallArray(0, out.dtype, out.shape, True)], [], [CallScalar(1, 1, kind, variable)])
+    assert call is not None
+    for number in FLOATS if kind is float else [*INTS, -5, 100, 101, -6]:
+        try:
+            want: int | None = variable.checked(number)
+        except SvodError:
+            want = None
+        nan32 = scalar == dtypes.float32 and math.isnan(number)
+        declined = want is None or (kind is int and number >= 2**63) or nan32
+        seen.clear()
+        assert call((out, number)) is not declined, number
+        assert seen == ([] if declined else [[11, want]]), number
