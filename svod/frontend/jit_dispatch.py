@@ -13,8 +13,11 @@ dtype; each number's type, and its value where the plan or its variant is prepar
 host reads: a temporary's length; an int the rewriting decides by, ``Jit._free_numbers``); then, of each array the
 plan uses in place, what an array of its signature may still change: C-contiguous, writeable where the plan
 writes it, aligned, sharing no memory with another argument or with the plan's own storages where one is
-written (``Binder``). The plan's bound run checks the variables the scalars give against their bounds, its
-loops, and after the run its failure flags and checked steps (``ExecutionPlan.bound_run``).
+written (``Binder``). Where the plan's device checks arrays in native code (``svod.device.HostArrayChecks``,
+the CPU's), one call of it makes the arrays' checks up to the plan's own storages and answers their addresses;
+a call it declines takes these checks in Python. The plan's bound run checks the variables the scalars give
+against their bounds, its loops, and after the run its failure flags and checked steps
+(``ExecutionPlan.bound_run``).
 """
 
 from __future__ import annotations

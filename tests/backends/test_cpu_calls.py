@@ -313,7 +313,8 @@ def _counted_while(call: Callable[[], object]) -> tuple[float, float]:
 @pytest.mark.parametrize("entry", ["kernel", "jit"])
 def test_a_native_call_lets_other_threads_run_while_its_kernel_runs(entry):
     """A native call (a kernel's, a jitted function's replay) releases the GIL while its kernel runs, as a
-    ctypes call did: another thread runs for most of a long one."""
+    ctypes call did: another thread runs through a long one, for a tenth of it at least where the two share a
+    busy machine's core (a call that holds the GIL lets it run for 1% of it or less)."""
     out, x = np.zeros(6000), np.full(20000, 0.5)
     function = svod.kernel(recurrence_fn) if entry == "kernel" else svod.jit(recurrence_fn)
     for _ in range(2):
@@ -322,7 +323,7 @@ def test_a_native_call_lets_other_threads_run_while_its_kernel_runs(entry):
     if entry == "kernel":
         assert "NATIVE" in function._calls.last.run.__globals__
     took, other = _counted_while(lambda: function(out, x))
-    assert other > 0.25 * took, f"another thread ran {other * 1e3:.1f} ms of a {took * 1e3:.1f} ms call"
+    assert other > 0.1 * took, f"another thread ran {other * 1e3:.1f} ms of a {took * 1e3:.1f} ms call"
 
 
 RECORDING = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
