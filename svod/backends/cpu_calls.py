@@ -7,8 +7,7 @@ about a microsecond; checked in Python, the same checks and launch took several 
 
 ::
 
-    signature (int64 words):  count  kernel  vars  ndarray  save  restore  pairs  pairs_at  arguments
-                              nvars  numbers  numbers_at
+    signature (int64 words):  count  kernel  vars  ndarray  pairs  pairs_at  arguments  nvars  numbers  numbers_at
                               then per array: position  descr  ndim  dims_at  flags  align_mask  nbytes  -
                               then the dims (dims_at), then the pairs (pairs_at: two array indices each)
                               then per number (numbers_at): position  how  slot  low  high  dtype_low
@@ -39,14 +38,14 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from svod.backends.cpu_builtins import HEAD, METH_O, Builtins, api, api_address, memory_follows_header
+from svod.backends.cpu_builtins import HEAD, METH_O, Builtins, api, memory_follows_header
 from svod.backends.cpu_host import host_target_machine
 from svod.device import CallArray, CallScalar
 from svod.dtype import dtypes
 
 C_CONTIGUOUS, WRITEABLE = 0x1, 0x400
 """NumPy's ``NPY_ARRAY_*`` flag bits (``ndarraytypes.h``)."""
-HEADER = 12
+HEADER = 10
 """Words of a signature before its arrays' records."""
 RECORD = 8
 """Words of one array's record."""
@@ -95,9 +94,8 @@ define i64 @{name}({parameters}) {{
 entry:
 """
     + _word("sig", 0, "count") + _word("sig", 1, "fn") + _word("sig", 2, "vars") + _word("sig", 3, "ndarray")
-    + _word("sig", 4, "save") + _word("sig", 5, "restore") + _word("sig", 6, "npairs") + _word("sig", 7, "pairs")
-    + _word("sig", 8, "arguments") + _word("sig", 9, "nvars") + _word("sig", 10, "nscalars")
-    + _word("sig", 11, "scalars") + _field("args", LENGTH_AT, "i64", "length") + buffers
+    + _word("sig", 4, "npairs") + _word("sig", 5, "pairs") + _word("sig", 6, "arguments") + _word("sig", 7, "nvars")
+    + _word("sig", 8, "nscalars") + _word("sig", 9, "scalars") + _field("args", LENGTH_AT, "i64", "length") + buffers
     + """  %length.ok = icmp eq i64 %length, %arguments
   br i1 %length.ok, label %array, label %decline
 
@@ -213,11 +211,10 @@ def _numbers() -> str:
     return f"""\
   %fn.f = inttoptr i64 %fn to ptr
   %vars.f = inttoptr i64 %vars to ptr
-  %save.f = inttoptr i64 %save to ptr
-  %restore.f = inttoptr i64 %restore to ptr
   %vals.bytes = mul i64 %nvars, 8
   call void @llvm.memcpy.p0.p0.i64(ptr %vals, ptr %vars.f, i64 %vals.bytes, i1 false)
-{api(("int", "float", "PyLong_AsLongLongAndOverflow"))}  br label %number
+{api(("int", "float", "PyLong_AsLongLongAndOverflow", "PyEval_SaveThread", "PyEval_RestoreThread"))}\
+  br label %number
 
 number:
   %n = phi i64 [0, %run], [%n.next, %number.checked]
@@ -287,9 +284,9 @@ number.checked:
   br label %number
 
 launch:
-  %state = call ptr %save.f()
+  %state = call ptr %PyEval_SaveThread()
   call void %fn.f(ptr %bufs, ptr %vals, i64 0)
-  call void %restore.f(ptr %state)
+  call void %PyEval_RestoreThread(ptr %state)
   ret i64 1
 """
 
@@ -394,8 +391,6 @@ class _NativeCalls:
         engine.finalize_object()
         self.builtin = Builtins(engine, {"svod_call": METH_O, "svod_addresses": METH_O})
         self.ndarray = id(np.ndarray)
-        self.save = api_address("PyEval_SaveThread")
-        self.restore = api_address("PyEval_RestoreThread")
 
 
 @functools.cache
@@ -500,7 +495,7 @@ def _signature(calls: _NativeCalls, function: int, variables: tuple[int, int], a
     dims_at = HEADER + RECORD * len(arrays)
     pairs_at = dims_at + sum(len(a.shape) for a in arrays)
     numbers_at = pairs_at + 2 * len(apart)
-    words = [len(arrays), function, variables[0], calls.ndarray, calls.save, calls.restore, len(apart), pairs_at,
+    words = [len(arrays), function, variables[0], calls.ndarray, len(apart), pairs_at,
              arguments, variables[1], len(numbers) // NUMBER_RECORD, numbers_at]
     dims: list[int] = []
     for array in arrays:
