@@ -5,6 +5,10 @@ twice: once for the sum, once for the store. ``store_terms_first`` stores the te
 sums the stored row, and divides the stored row in place: three statements, the ``exp`` once per element.
 Each value is computed as before: a float stored and loaded back is the same float, and the sum adds the
 same terms in the same order (a loop's one sum, which the backend may reassociate, as it did before).
+
+numba's spelling stores the term itself, sums it, and rescales the row in place (``_one_store``): a reader of
+that kernel would run ``exp`` a second time for the sum, so it is first put in the kernel's form, one store
+of the rescaled term, which reaches the same three statements.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ def store_terms_first(sink: UOp) -> UOp:
     """``sink``, where it is one store of a value that also sums a term of it over a range like the store's
     own column (``_stored_term``), as three statements over each row: the term stored to the output, the sum
     of the stored row, and the store's value computed from the stored term (``_kept``). As it is otherwise."""
+    sink = _one_store(sink)
     effects = [e for e in sink.src if e.op in EFFECTS]
     if len(effects) != 1 or effects[0].op is not Ops.STORE:
         return sink
@@ -33,13 +38,58 @@ def store_terms_first(sink: UOp) -> UOp:
     return sink if found is None else _kept(sink, effects[0], *found)
 
 
+def _one_store(sink: UOp) -> UOp:
+    """``sink``, where it is two stores of one row, ``out[r, c] = t(c)`` and then ``out[r, c'] = f(out[r, c'],
+    sum_k t(k))`` (numba's softmax: the second divides by the sum), as the one store ``out[r, c'] = f(t(c'),
+    sum_k t(k))``: the second reads back, element by element, what the first stored, and overwrites all of
+    it. Both are ungated, over the same parallel ranges and a sequential column of one end (``_row_store``),
+    the term is of the output's dtype (stored and read back, it is the same float), and nothing else of the
+    kernel touches the output. As it is otherwise."""
+    if len(sink.src) != 2 or any(e.op is not Ops.STORE for e in sink.src):
+        return sink
+    first, second = sink.src
+    found, again = _row_store(first), _row_store(second)
+    if found is None or again is None:
+        return sink
+    (out, column), (other, column_again) = found, again
+    term = first.src[1]
+    if other is not out or column_again is column or column_again.src[0] is not column.src[0] \
+            or set(first.src[2:]) - {column} != set(second.src[2:]) - {column_again} or term.dtype != pointee(out) \
+            or second.src[0] is not substitute(first.src[0], {column: column_again}):
+        return sink
+    read_back = second.src[0].load()
+    reads = [u for u in (*term.toposort(), *second.src[1].toposort()) if u.op is Ops.LOAD]
+    if any(memory_of(u.src[0].src[0]) is out and u is not read_back for u in reads):
+        return sink
+    summed = any(u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2 and u.src[1].src[0] is column.src[0]
+                 and u.src[0] is substitute(term, {column: u.src[1]}) for u in second.src[1].toposort())
+    if not summed:
+        return sink
+    value = substitute(second.src[1], {read_back: substitute(term, {column: column_again})})
+    return sink.replace(src=(second.replace(src=(second.src[0], value, *second.src[2:])),))
+
+
+def _row_store(store: UOp) -> tuple[UOp, UOp] | None:
+    """The output and the column of an ungated store into a bare buffer over parallel ranges and one
+    sequential loop, the column, which the index holds at unit stride in a term of its own."""
+    index, ranges = store.src[0], store.src[2:]
+    if len(index.src) != 2 or index.src[0].op is not Ops.PARAM:
+        return None
+    loops = [r for r in ranges if r.arg[1] is not AxisKind.GLOBAL]
+    terms = to_poly(index.src[1]).terms
+    if len(loops) != 1 or loops[0].arg[1] is not AxisKind.LOOP or terms.get((loops[0],)) != 1 \
+            or sum(loops[0] in m for m in terms) != 1 or not all(any(r in m for m in terms) for r in ranges):
+        return None
+    return index.src[0], loops[0]
+
+
 def _stored_term(store: UOp, sink: UOp) -> tuple[UOp, UOp, UOp] | None:
     """The sum, the term and the store's column ``store_terms_first`` takes, if any. The store is ungated,
-    into a buffer the kernel reads nowhere, over parallel ranges that each index it (the race check proved
-    that no two work items write one element), the column at unit stride and in no other term of the index,
-    so that a row's elements are apart. The sum is a float ADD over one range whose end is the column's, and
-    its term, over the column, is a node of the store's value of ``STORED_TERM_WORK`` operations or more on
-    the element, of the output's dtype."""
+    into a buffer the kernel reads nowhere, over ranges that each index it: parallel ones (the race check
+    proved that no two work items write one element) and the column, parallel or a sequential loop, at unit
+    stride and in no other term of the index, so that a row's elements are apart. The sum is a float ADD over
+    one range whose end is the column's, and its term, over the column, is a node of the store's value of
+    ``STORED_TERM_WORK`` operations or more on the element, of the output's dtype."""
     index, value = store.src[0], store.src[1]
     if len(index.src) != 2 or index.src[0].op is not Ops.PARAM:
         return None
@@ -51,9 +101,11 @@ def _stored_term(store: UOp, sink: UOp) -> tuple[UOp, UOp, UOp] | None:
     if set(store.src[2:]) != ranges:  # the ranges it runs over are those it depends on (``anchor_ranges``)
         return None
     terms = to_poly(index.src[1]).terms
-    if not ranges or any(r.arg[1] is not AxisKind.GLOBAL or not any(r in m for m in terms) for r in ranges):
+    if not ranges or any(r.arg[1] is AxisKind.REDUCE or not any(r in m for m in terms) for r in ranges) \
+            or sum(r.arg[1] is AxisKind.LOOP for r in ranges) > 1:
         return None
-    columns = [r for r in nested(ranges) if terms.get((r,)) == 1 and sum(r in m for m in terms) == 1]
+    columns = [r for r in nested(ranges) if terms.get((r,)) == 1 and sum(r in m for m in terms) == 1
+               and all(o.arg[1] is AxisKind.GLOBAL for o in ranges if o is not r)]
     below = value.toposort()
     nodes = set(below)
     for total in below:
