@@ -73,8 +73,8 @@ def _row_store(store: UOp) -> tuple[UOp, UOp] | None:
     """The output and the column of an ungated store into a bare buffer over parallel ranges and one
     sequential loop, the column, which the index holds at unit stride in a term of its own."""
     index, ranges = store.src[0], store.src[2:]
-    if len(index.src) != 2 or index.src[0].op is not Ops.PARAM:
-        return None
+    if len(index.src) != 2 or index.src[0].op is not Ops.PARAM or any(r.op is not Ops.RANGE for r in ranges):
+        return None  # (a pass that reindexes a store, as block_transposes does, leaves expressions of ranges)
     loops = [r for r in ranges if r.arg[1] is not AxisKind.GLOBAL]
     terms = to_poly(index.src[1]).terms
     if len(loops) != 1 or loops[0].arg[1] is not AxisKind.LOOP or terms.get((loops[0],)) != 1 \

@@ -2132,16 +2132,16 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
 
 
 def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
-    """``out[c, r] = x[r, c]`` reads along one range and writes along the other: 32x32 blocks (4 ranges),
-    where both ends are multiples of 32, the last square cut short where not; a copy along one range is left."""
+    """``out[c, r] = x[r, c]`` reads along one range and writes along the other: whole 16x16 blocks (4 ranges)
+    where both ends are multiples of 16; where not, the rows past the last whole block and the columns beside
+    them as two statements of their own; a copy along one range is left."""
     blocked = block_transposes(simplify(anchor_ranges(transpose(96).steps[0].ast)))
-    assert blocked is not None
-    assert sorted(r.src[0].arg for r in blocked.toposort() if r.op is Ops.RANGE) == [3, 3, 32, 32]
+    assert blocked is not None and len(blocked.src) == 1
+    assert sorted(r.src[0].arg for r in blocked.toposort() if r.op is Ops.RANGE) == [6, 6, 16, 16]
     ragged = block_transposes(simplify(anchor_ranges(transpose(100).steps[0].ast)))
     assert ragged is not None
-    ends = [r.src[0] for r in ragged.toposort() if r.op is Ops.RANGE]
-    assert sorted(e.arg for e in ends if e.op is Ops.CONST) == [4, 4]
-    assert [e.op for e in ends if e.op is not Ops.CONST] == [Ops.MIN, Ops.MIN]  # min(32, 100 - 32*block)
+    assert [sorted(r.src[0].arg for r in e.toposort() if r.op is Ops.RANGE) for e in ragged.src] == \
+        [[6, 6, 16, 16], [4, 100], [4, 96]]
     k = KernelBuilder("copy")
     out, x = k.buffer(dtypes.float32, (64, 64)), k.buffer(dtypes.float32, (64, 64))
     r, c = k.range(64), k.range(64)
@@ -2149,11 +2149,14 @@ def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
     assert block_transposes(simplify(anchor_ranges(k.build()))) is None
 
 
-@pytest.mark.parametrize("shape", [(64, 64), (65, 97), (100, 64), (31, 200), (257, 129), (1, 70), (0, 80)])
+@pytest.mark.parametrize("shape", [(64, 64), (65, 97), (100, 64), (31, 200), (257, 129), (1, 70), (0, 80),
+                                   (16, 17), (47, 15), (33, 0)])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
-def test_blocked_transposes_of_symbolic_sizes_match_numpy(compiler, shape):
-    """Over sizes that are variables, blocks of ``SYMBOLIC_TRANSPOSE_BLOCK`` walked along the rows written, the
-    last ones cut short at each end."""
+@pytest.mark.parametrize("threads", [1, 3])
+def test_blocked_transposes_of_symbolic_sizes_match_numpy(compiler, shape, threads):
+    """Over sizes that are variables, whole blocks, the rows past them and the columns beside them, each
+    element written once (the output starts as NaN), on one thread and on three (which share the whole
+    blocks' rows unevenly); sizes under a block, a block and one, none."""
     @svod.kernel
     def transposed(out, x):
         for r in svod.prange(x.shape[0]):
@@ -2163,7 +2166,8 @@ def test_blocked_transposes_of_symbolic_sizes_match_numpy(compiler, shape):
     assert block_transposes(sink) is not None
     data = np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float32)
     out = np.full(shape[::-1], np.nan, np.float32)
-    transposed(out, data, device=open_device(compiler))
+    open_device(compiler)  # a skip where this machine lacks it
+    transposed(out, data, device=cpu_device(threads, compiler))
     np.testing.assert_array_equal(out, data.T)
 
 
