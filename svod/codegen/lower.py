@@ -191,19 +191,28 @@ def speculate_gated_loads(sink: UOp) -> UOp:
     """
     topo = sink.toposort()
     written = written_memory(topo)
-    replaced: dict[UOp, UOp] = {}
-    for load in topo:
-        index = load.src[0] if load.op is Ops.LOAD else None
-        if index is None or len(index.src) != 3 or index.arg is not None:
-            continue
-        buffer, position, gate = index.src
-        memory = memory_of(buffer)
-        if memory.op is not Ops.PARAM or memory in written or not isinstance(memory.dtype, PtrDType) \
-                or memory.dtype.size < 1:
-            continue
-        always = index.replace(src=(buffer, gate.where(position, 0)))
-        replaced[load] = gate.where(load.replace(src=(always, *load.src[1:])), UOp.const(load.dtype, 0))
-    return substitute(sink, replaced) if replaced else sink
+    if not any(_speculable(u, written) for u in topo):
+        return sink
+    made: dict[UOp, UOp] = {}  # each node with its sources made first: a load in another's gate or index (a
+    for u in topo:             # range clamped to a loaded bound) is the one made, in every node that uses it
+        src = tuple(made[s] for s in u.src)
+        node = u if src == u.src else u.replace(src=src)
+        if _speculable(u, written):
+            buffer, position, gate = node.src[0].src
+            always = node.src[0].replace(src=(buffer, gate.where(position, 0)))
+            node = gate.where(node.replace(src=(always, *node.src[1:])), UOp.const(node.dtype, 0))
+        made[u] = node
+    return made[sink]
+
+
+def _speculable(u: UOp, written: set[UOp]) -> bool:
+    """Whether ``u`` is a gated, unchecked load from a buffer the kernel only reads, of a constant size of at
+    least one element (``speculate_gated_loads``)."""
+    if u.op is not Ops.LOAD or len(u.src[0].src) != 3 or u.src[0].arg is not None:
+        return False
+    memory = memory_of(u.src[0].src[0])
+    return memory.op is Ops.PARAM and memory not in written and isinstance(memory.dtype, PtrDType) \
+        and memory.dtype.size >= 1
 
 
 THREAD_MIN_WORK = 1 << 15

@@ -428,35 +428,57 @@ def block_transposes(sink: UOp) -> UOp | None:
     its own every block. Its other ranges (a permute's) nest outside the blocks, in the order
     ``parallel_nest`` gives them.
 
-    Each statement becomes three: the whole blocks (ranges of a constant end, which a backend unrolls), the
-    rows past the last whole block, and the columns past it beside the whole blocks; an edge a constant size
-    leaves empty is dropped. Each element is in one of the three, and no work item reads what another writes
-    (``parallel_nest``), so any order computes the same. The whole blocks are the most work, so the thread
-    split takes their ranges; the edges are under a block wide (``end % block``), whose bounds say so.
-    None for any other kernel: no such nest, no such pair of accesses, or one of the two ends may not hold two
-    blocks."""
+    Every block is whole (``_whole_blocks``) where the kernel reads nothing it writes; otherwise the last
+    block along each range is cut short (its ranges end at ``min(block, end - start)``, loops LLVM cannot
+    unroll). None for any other kernel: no such nest, no such pair of accesses, or one of the two ends may
+    not hold two blocks."""
     nest = parallel_nest(sink)
     if nest is None or nest.loaded is None:
         return None
     pair, block = (nest.stored, nest.loaded), TRANSPOSE_BLOCK
-    ends = tuple(r.src[0] for r in pair)
-    if any(end.vmax < 2 * block or end.vmin < 0 for end in ends):
+    if any(r.src[0].vmax < 2 * block or r.src[0].vmin < 0 for r in pair):
         return None
     first = free_axis(sink)
     outer = {r: UOp.range(r.src[0], first + n, AxisKind.GLOBAL) for n, r in enumerate(nest.outer)}
-    first += len(outer)
+    ordered = substitute(anchored_in_order(sink, nest), outer)
+    topo = ordered.toposort()
+    written = written_memory(topo)
+    if any(u.op is Ops.LOAD and memory_of(u.src[0].src[0]) in written for u in topo):
+        return _cut_short_blocks(ordered, pair, first + len(outer))
+    return _whole_blocks(ordered, pair, first + len(outer))
 
-    def ranged(end: UOp | int, axis: int) -> UOp:
-        return UOp.range(simplify(end) if isinstance(end, UOp) else end, first + axis, AxisKind.GLOBAL)
 
-    whole = tuple(simplify(end // block * block) for end in ends)
-    blocks, items = [ranged(end // block, n) for n, end in enumerate(ends)], [ranged(block, 2 + n) for n in range(2)]
-    rows, columns = [ranged(ends[0] % block, 4), ranged(ends[1], 5)], [ranged(whole[0], 6), ranged(ends[1] % block, 7)]
-    parts = [{pair[0]: blocks[0] * block + items[0], pair[1]: blocks[1] * block + items[1]}]
-    if rows[0].src[0].op is not Ops.CONST or rows[0].src[0].arg:
-        parts.append({pair[0]: whole[0] + rows[0], pair[1]: rows[1]})
-    if columns[1].src[0].op is not Ops.CONST or columns[1].src[0].arg:
-        parts.append({pair[0]: columns[0], pair[1]: whole[1] + columns[1]})
-    ordered = anchored_in_order(sink, nest)
-    return ordered.replace(src=tuple(x for e in ordered.src for x in (
-        [substitute(e, {**outer, **part}) for part in parts] if e.op in STATEMENTS else [e])))
+def _whole_blocks(sink: UOp, pair: tuple[UOp, UOp], first: int) -> UOp:
+    """``sink`` over whole blocks of the two ranges of ``pair``, from axis ``first``: the last block along
+    each range starts a whole block before its end, over elements the block before it also covers. A work
+    item of a kernel that reads nothing it writes computes and stores the same again, so running some twice
+    changes nothing; its ranges of a constant end are what LLVM unrolls. Where either end is under a block at
+    run time, the kernel runs as it was (a second statement, over no turns otherwise)."""
+    block, ends = TRANSPOSE_BLOCK, [r.src[0] for r in pair]
+    fits = simplify((ends[0] // block).minimum(1) * (ends[1] // block).minimum(1))  # 1 where both hold a block
+    blocks = [UOp.range(simplify(_ceil_div(end, block) * fits), first + n, AxisKind.GLOBAL)
+              for n, end in zip(_outer_first(ends), ends, strict=True)]
+    items = [UOp.range(block, first + 2 + n, AxisKind.GLOBAL) for n in range(2)]
+    starts = [(b * block).minimum(end - block) for b, end in zip(blocks, ends, strict=True)]
+    whole = substitute(sink, {r: start + item for r, start, item in zip(pair, starts, items, strict=True)})
+    if fits.op is Ops.CONST:  # constant ends: every element is in a whole block
+        return whole
+    small = substitute(sink, {pair[0]: UOp.range(simplify(ends[0] * (1 - fits)), first + 4, AxisKind.GLOBAL)})
+    return whole.replace(src=(*whole.src, *(e for e in small.src if e.op in STATEMENTS)))
+
+
+def _outer_first(ends: Sequence[UOp]) -> tuple[int, int]:
+    """The nesting of the blocks along two ranges of these ends: the range of more blocks outside, the first
+    on a tie (variable ends of one bound). A thin transpose (47 rows of 400,000) walked along its 3 blocks of
+    rows outermost would pass over its whole output three times, and split 3 blocks between the threads."""
+    return (1, 0) if ends[1].vmax > ends[0].vmax else (0, 1)
+
+
+def _cut_short_blocks(sink: UOp, pair: tuple[UOp, UOp], first: int) -> UOp:
+    """``sink`` over blocks of the two ranges of ``pair``, from axis ``first``, the last along each cut short
+    to the range's end."""
+    block = TRANSPOSE_BLOCK
+    blocks = [UOp.range(simplify(_ceil_div(r.src[0], block)), first + n, AxisKind.GLOBAL) for n, r in enumerate(pair)]
+    items = [UOp.range(simplify((r.src[0] - b * block).minimum(block)), first + 2 + n, AxisKind.GLOBAL)
+             for n, (r, b) in enumerate(zip(pair, blocks, strict=True))]
+    return substitute(sink, {r: b * block + i for r, b, i in zip(pair, blocks, items, strict=True)})

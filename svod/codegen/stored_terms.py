@@ -14,6 +14,7 @@ of the rescaled term, which reaches the same three statements.
 from __future__ import annotations
 
 from svod.codegen.indexing import to_poly
+from svod.codegen.nest_order import stride
 from svod.codegen.ranges import free_axis, live_ranges, nested
 from svod.ir import AxisKind, Ops, UOp, substitute
 from svod.ir.ops import ALU, EFFECTS
@@ -41,46 +42,62 @@ def store_terms_first(sink: UOp) -> UOp:
 def _one_store(sink: UOp) -> UOp:
     """``sink``, where it is two stores of one row, ``out[r, c] = t(c)`` and then ``out[r, c'] = f(out[r, c'],
     sum_k t(k))`` (numba's softmax: the second divides by the sum), as the one store ``out[r, c'] = f(t(c'),
-    sum_k t(k))``: the second reads back, element by element, what the first stored, and overwrites all of
-    it. Both are ungated, over the same parallel ranges and a sequential column of one end (``_row_store``),
-    the term is of the output's dtype (stored and read back, it is the same float), and nothing else of the
-    kernel touches the output. As it is otherwise."""
+    sum_k t(k))``: the second reads back, element by element, what the first stored (a store's value is of
+    its buffer's dtype, so read back it is the same float), and overwrites all of it. Both are ungated, over
+    the same parallel ranges and a sequential column of one end (``_row_store``), and nothing else of the
+    kernel reads the output. As it is otherwise."""
     if len(sink.src) != 2 or any(e.op is not Ops.STORE for e in sink.src):
         return sink
     first, second = sink.src
     found, again = _row_store(first), _row_store(second)
-    if found is None or again is None:
+    if found is None or again is None or found[0] is not again[0]:
         return sink
-    (out, column), (other, column_again) = found, again
-    term = first.src[1]
-    if other is not out or column_again is column or column_again.src[0] is not column.src[0] \
-            or set(first.src[2:]) - {column} != set(second.src[2:]) - {column_again} or term.dtype != pointee(out) \
+    column, column_again = found[1], again[1]
+    if column_again is column or column_again.src[0] is not column.src[0] \
+            or set(first.src[2:]) - {column} != set(second.src[2:]) - {column_again} \
             or second.src[0] is not substitute(first.src[0], {column: column_again}):
-        return sink
-    read_back = second.src[0].load()
-    reads = [u for u in (*term.toposort(), *second.src[1].toposort()) if u.op is Ops.LOAD]
-    if any(memory_of(u.src[0].src[0]) is out and u is not read_back for u in reads):
-        return sink
-    summed = any(u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2 and u.src[1].src[0] is column.src[0]
-                 and u.src[0] is substitute(term, {column: u.src[1]}) for u in second.src[1].toposort())
-    if not summed:
+        return sink  # not the same row's elements, turn by turn
+    term, read_back = first.src[1], second.src[0].load()
+    if not _reads_only_its_own_element(second, read_back, term) or not _sums(second.src[1], term, column):
         return sink
     value = substitute(second.src[1], {read_back: substitute(term, {column: column_again})})
     return sink.replace(src=(second.replace(src=(second.src[0], value, *second.src[2:])),))
 
 
 def _row_store(store: UOp) -> tuple[UOp, UOp] | None:
-    """The output and the column of an ungated store into a bare buffer over parallel ranges and one
-    sequential loop, the column, which the index holds at unit stride in a term of its own."""
+    """The output and the column of an ungated store into a bare buffer over parallel ranges that each index
+    it and one sequential loop, the column, along which the index moves one element a turn and nothing else
+    of it moves (``_moves_by_one``)."""
     index, ranges = store.src[0], store.src[2:]
     if len(index.src) != 2 or index.src[0].op is not Ops.PARAM or any(r.op is not Ops.RANGE for r in ranges):
         return None  # (a pass that reindexes a store, as block_transposes does, leaves expressions of ranges)
     loops = [r for r in ranges if r.arg[1] is not AxisKind.GLOBAL]
     terms = to_poly(index.src[1]).terms
-    if len(loops) != 1 or loops[0].arg[1] is not AxisKind.LOOP or terms.get((loops[0],)) != 1 \
-            or sum(loops[0] in m for m in terms) != 1 or not all(any(r in m for m in terms) for r in ranges):
+    if len(loops) != 1 or loops[0].arg[1] is not AxisKind.LOOP or not _moves_by_one(index, loops[0]) \
+            or not all(any(r in m for m in terms) for r in ranges):
         return None
     return index.src[0], loops[0]
+
+
+def _moves_by_one(index: UOp, column: UOp) -> bool:
+    """Whether ``index`` moves one element a turn of ``column`` and the rest of it does not depend on the
+    column (``nest_order.stride``: no ``c == 1``, ``c // 2`` or load at ``c`` beside it), so that each turn
+    writes an element of its own."""
+    moved = stride(index.src[1], column)
+    return moved is not None and moved.terms == {(): 1}
+
+
+def _reads_only_its_own_element(store: UOp, read_back: UOp, term: UOp) -> bool:
+    """Whether the output is read, by ``store``'s value and by the stored ``term``, only as ``read_back``:
+    the element ``store`` writes."""
+    reads = (u for u in (*term.toposort(), *store.src[1].toposort()) if u.op is Ops.LOAD)
+    return all(memory_of(u.src[0].src[0]) is not store.src[0].src[0] or u is read_back for u in reads)
+
+
+def _sums(value: UOp, term: UOp, column: UOp) -> bool:
+    """Whether ``value`` holds an ADD reduction of ``term`` over a range of ``column``'s end."""
+    return any(u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2 and u.src[1].src[0] is column.src[0]
+               and u.src[0] is substitute(term, {column: u.src[1]}) for u in value.toposort())
 
 
 def _stored_term(store: UOp, sink: UOp) -> tuple[UOp, UOp, UOp] | None:
@@ -104,7 +121,7 @@ def _stored_term(store: UOp, sink: UOp) -> tuple[UOp, UOp, UOp] | None:
     if not ranges or any(r.arg[1] is AxisKind.REDUCE or not any(r in m for m in terms) for r in ranges) \
             or sum(r.arg[1] is AxisKind.LOOP for r in ranges) > 1:
         return None
-    columns = [r for r in nested(ranges) if terms.get((r,)) == 1 and sum(r in m for m in terms) == 1
+    columns = [r for r in nested(ranges) if _moves_by_one(index, r)
                and all(o.arg[1] is AxisKind.GLOBAL for o in ranges if o is not r)]
     below = value.toposort()
     nodes = set(below)

@@ -1004,6 +1004,36 @@ def test_gated_loads_of_a_buffer_only_read_and_never_empty_become_branch_free():
     assert _gates(speculate_gated_loads(sink)) == _gates(sink) == [1]
 
 
+def _scaled_then_bounded(out, out2, x, y, n):
+    """A statement long enough for the threads, then one too short, on worker 0 alone: its range clamped to
+    ``n[0]``, a load gated by the worker's id, used by the gated load of ``y`` through that range."""
+    for i in svod.prange(x.shape[0]):
+        out[i] = x[i] * 2.0
+    for j in svod.prange(y.shape[0]):
+        if j < n[0]:
+            out2[j] = y[j]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_gated_load_under_another_speculated_load_reads_its_own_element(threads, compiler):
+    """A gated load whose index uses another gated load (a range clamped to a loaded bound, that load gated by
+    the worker's id) reads through the same range as the store beside it: each made from the other's made
+    nodes. (Made from the old nodes, the load of ``y`` ran in a loop of its own, and every element stored its
+    last turn's value.)"""
+    open_device(compiler)
+    kernel = svod.kernel(_scaled_then_bounded, static_shapes=True)
+    x = np.random.default_rng(0).standard_normal(100_000).astype(np.float32)
+    y = np.random.default_rng(1).standard_normal(40).astype(np.float32)
+    for bound in (0, 1, 30, 40):
+        out, out2 = np.zeros_like(x), np.full_like(y, np.nan)
+        kernel(out, out2, x, y, np.array([bound], np.int64), device=cpu_device(threads, compiler))
+        want = np.full_like(y, np.nan)
+        want[:bound] = y[:bound]
+        np.testing.assert_array_equal(out, x * 2)
+        np.testing.assert_array_equal(out2, want)
+
+
 @pytest.mark.parametrize("size", [8, 16, 17, 24, 1000, 1024])
 def test_split_extremum_reductions_give_the_same_bits_in_independent_partials(size):
     """MAX and MIN are exactly associative, so eight partial extrema combined after the loop are the
@@ -2131,17 +2161,29 @@ def test_a_blocked_matmul_gives_the_bits_of_the_unblocked_one(monkeypatch, compi
     np.testing.assert_array_equal(blocked, unblocked)
 
 
+def _added_transpose(n: int) -> UOp:
+    """``out[c, r] += x[r, c]``: a transpose that reads what it writes."""
+    k = KernelBuilder("added_transpose")
+    out, x = k.buffer(dtypes.float32, (n, n)), k.buffer(dtypes.float32, (n, n))
+    r, c = k.range(n), k.range(n)
+    k.store(out[c, r], out[c, r] + x[r, c])
+    return k.build()
+
+
 def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
-    """``out[c, r] = x[r, c]`` reads along one range and writes along the other: whole 16x16 blocks (4 ranges)
-    where both ends are multiples of 16; where not, the rows past the last whole block and the columns beside
-    them as two statements of their own; a copy along one range is left."""
-    blocked = block_transposes(simplify(anchor_ranges(transpose(96).steps[0].ast)))
-    assert blocked is not None and len(blocked.src) == 1
-    assert sorted(r.src[0].arg for r in blocked.toposort() if r.op is Ops.RANGE) == [6, 6, 16, 16]
-    ragged = block_transposes(simplify(anchor_ranges(transpose(100).steps[0].ast)))
-    assert ragged is not None
-    assert [sorted(r.src[0].arg for r in e.toposort() if r.op is Ops.RANGE) for e in ragged.src] == \
-        [[6, 6, 16, 16], [4, 100], [4, 96]]
+    """``out[c, r] = x[r, c]`` reads along one range and writes along the other: whole 16x16 blocks (4 ranges),
+    the last along each range starting a block before its end where 16 does not divide it; a transpose that
+    reads what it writes has its last blocks cut short instead (running a work item twice would add twice);
+    a copy along one range is left."""
+    for n, blocks in [(96, 6), (100, 7)]:
+        blocked = block_transposes(simplify(anchor_ranges(transpose(n).steps[0].ast)))
+        assert blocked is not None and len(blocked.src) == 1
+        assert sorted(r.src[0].arg for r in blocked.toposort() if r.op is Ops.RANGE) == [blocks, blocks, 16, 16]
+    added = block_transposes(simplify(anchor_ranges(_added_transpose(100))))
+    assert added is not None
+    ends = [r.src[0] for r in added.toposort() if r.op is Ops.RANGE]
+    assert sorted(e.arg for e in ends if e.op is Ops.CONST) == [7, 7]
+    assert [e.op for e in ends if e.op is not Ops.CONST] == [Ops.MIN, Ops.MIN]  # min(100 - 16*block, 16)
     k = KernelBuilder("copy")
     out, x = k.buffer(dtypes.float32, (64, 64)), k.buffer(dtypes.float32, (64, 64))
     r, c = k.range(64), k.range(64)
@@ -2149,14 +2191,24 @@ def test_a_transpose_is_walked_in_blocks_that_stay_in_cache():
     assert block_transposes(simplify(anchor_ranges(k.build()))) is None
 
 
+@pytest.mark.parametrize("n", [40, 100])
+@pytest.mark.parametrize("compiler", ["llvm", "clang"])
+def test_a_transpose_that_reads_what_it_writes_adds_each_element_once(compiler, n):
+    open_device(compiler)
+    data = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+    out = np.ones((n, n), np.float32)
+    svod.run(_added_transpose(n), [out, data], device=cpu_device(3, compiler))
+    np.testing.assert_array_equal(out, 1 + data.T)
+
+
 @pytest.mark.parametrize("shape", [(64, 64), (65, 97), (100, 64), (31, 200), (257, 129), (1, 70), (0, 80),
-                                   (16, 17), (47, 15), (33, 0)])
+                                   (16, 17), (47, 15), (33, 0), (1000, 1007)])
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_blocked_transposes_of_symbolic_sizes_match_numpy(compiler, shape, threads):
-    """Over sizes that are variables, whole blocks, the rows past them and the columns beside them, each
-    element written once (the output starts as NaN), on one thread and on three (which share the whole
-    blocks' rows unevenly); sizes under a block, a block and one, none."""
+    """Over sizes that are variables, whole blocks, the last along each range over elements the one before
+    also covers, and the kernel as written where a size is under a block (the output starts as NaN); on one
+    thread and on three (1000x1007 wakes them, sharing 63 rows of blocks unevenly)."""
     @svod.kernel
     def transposed(out, x):
         for r in svod.prange(x.shape[0]):

@@ -158,6 +158,30 @@ def stored_half(out, x):
             out[r, c] = out[r, c] / total
 
 
+@svod.kernel
+def stored_twice(out, x):
+    """Turns 1 and 2 store the same element (``c + (c == 1)``): a read back is not each turn's own term."""
+    for r in svod.prange(x.shape[0]):
+        total = 0.0
+        for c in range(x.shape[1]):
+            e = math.exp(x[r, c])
+            out[r, c + (c == 1)] = e
+            total += e
+        for c in range(x.shape[1]):
+            out[r, c + (c == 1)] /= total
+
+
+@svod.kernel
+def looped_twice(out, x):
+    """The suite's softmax with a sequential last loop whose turns 1 and 2 store the same element."""
+    for r in svod.prange(x.shape[0]):
+        total = 0.0
+        for c in range(x.shape[1]):
+            total += math.exp(x[r, c])
+        for c in range(x.shape[1]):
+            out[r, c + (c == 1)] = math.exp(x[r, c]) / total
+
+
 def test_softmax_computes_each_exp_once():
     """The builder's softmax and the Python kernel's, constant and symbolic sizes: one inline ``exp``."""
     x = np.zeros((5, 7), np.float32)
@@ -186,17 +210,18 @@ def test_terms_not_kept():
     assert not _kept(read_back.bind(np.zeros_like(x), x).ast)
 
 
-@pytest.mark.parametrize("kernel", [stored_other_element, stored_some, stored_other_sum, stored_half],
-                         ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", [stored_other_element, stored_some, stored_other_sum, stored_half, stored_twice,
+                                    looped_twice], ids=lambda k: k.name)
 def test_a_stored_row_rescaled_otherwise_is_lowered_as_written_and_computes_what_python_does(kernel):
-    """A rescale that reads another element, a row stored in part, a sum of another term and a term stored
-    in float16 keep their two stores (each ``exp`` computed where it is written), and compute Python's
-    values."""
+    """A rescale that reads another element, a row stored in part, a sum of another term, a term stored in
+    float16, and a column whose turns 1 and 2 store one element keep their stores as written (each ``exp``
+    computed where it is written), and compute Python's values."""
     x = _logits(7, 13, 5)
     x[4] = 0.5  # finite: the other element's term is a number
     if kernel is stored_half:  # terms float16 holds: svod sums in float32 where Python's sum is a float
         x = np.random.default_rng(5).standard_normal(x.shape).astype(np.float32)
-    out = np.full(x.shape, 7.0, np.float16 if kernel is stored_half else np.float32)
+    columns = x.shape[1] + (kernel in (stored_twice, looped_twice))
+    out = np.full((x.shape[0], columns), 7.0, np.float16 if kernel is stored_half else np.float32)
     assert not _kept(kernel.bind(out, x).ast)
     want, _ = run_as_python(kernel, out.copy(), x)
     kernel(out, x)
