@@ -449,29 +449,46 @@ def block_transposes(sink: UOp) -> UOp | None:
 
 
 def _whole_blocks(sink: UOp, pair: tuple[UOp, UOp], first: int) -> UOp:
-    """``sink`` over whole blocks of the two ranges of ``pair``, from axis ``first``: the last block along
-    each range starts a whole block before its end, over elements the block before it also covers. A work
-    item of a kernel that reads nothing it writes computes and stores the same again, so running some twice
-    changes nothing; its ranges of a constant end are what LLVM unrolls. Where either end is under a block at
-    run time, the kernel runs as it was (a second statement, over no turns otherwise)."""
-    block, ends = TRANSPOSE_BLOCK, [r.src[0] for r in pair]
-    fits = simplify((ends[0] // block).minimum(1) * (ends[1] // block).minimum(1))  # 1 where both hold a block
-    blocks = [UOp.range(simplify(_ceil_div(end, block) * fits), first + n, AxisKind.GLOBAL)
-              for n, end in zip(_outer_first(ends), ends, strict=True)]
-    items = [UOp.range(block, first + 2 + n, AxisKind.GLOBAL) for n in range(2)]
-    starts = [(b * block).minimum(end - block) for b, end in zip(blocks, ends, strict=True)]
-    whole = substitute(sink, {r: start + item for r, start, item in zip(pair, starts, items, strict=True)})
-    if fits.op is Ops.CONST:  # constant ends: every element is in a whole block
+    """``sink`` over whole blocks of the two ranges of ``pair`` (stored, loaded), from axis ``first``, the
+    range of more turns outside (``_nesting``), each block along the rows it reads. The last block along each
+    range starts a whole block before its end, over elements the block before it also covers: a kernel that
+    reads nothing it writes computes and stores the same again, so running some work items twice changes
+    nothing, and blocks of constant sides are what LLVM unrolls into vector transposes. (Where the threads'
+    split puts the last two outer blocks on two workers, both store the same values to the elements they
+    share: a race on no value.) Where either range is under a block at run time, the blocks are cut short
+    (``_in_block``) in a second statement over no turns otherwise, in the same outer blocks, which the
+    threads split for both."""
+    block = TRANSPOSE_BLOCK
+    outer, inner = _nesting(pair)
+    outer_end, inner_end = outer.src[0], inner.src[0]
+    fits = simplify((outer_end // block).minimum(1) * (inner_end // block).minimum(1))  # 1 where both hold one
+    outer_block = UOp.range(simplify(_ceil_div(outer_end, block)), first, AxisKind.GLOBAL)
+    inner_block = UOp.range(simplify(_ceil_div(inner_end, block) * fits), first + 1, AxisKind.GLOBAL)
+    items = {r: UOp.range(block, first + 2 + n, AxisKind.GLOBAL) for n, r in enumerate(pair)}  # loaded innermost
+    whole = substitute(sink, {r: (b * block).minimum(r.src[0] - block) + items[r]
+                              for r, b in ((outer, outer_block), (inner, inner_block))})
+    if fits.op is Ops.CONST:
         return whole
-    small = substitute(sink, {pair[0]: UOp.range(simplify(ends[0] * (1 - fits)), first + 4, AxisKind.GLOBAL)})
-    return whole.replace(src=(*whole.src, *(e for e in small.src if e.op in STATEMENTS)))
+    short_block = UOp.range(simplify(_ceil_div(inner_end, block) * (1 - fits)), first + 4, AxisKind.GLOBAL)
+    cut = {r: UOp.range(_in_block(r.src[0], b, block), first + 5 + n, AxisKind.GLOBAL)
+           for n, (r, b) in enumerate(((outer, outer_block), (inner, short_block)))}
+    short = substitute(sink, {r: b * block + cut[r] for r, b in ((outer, outer_block), (inner, short_block))})
+    return whole.replace(src=(*whole.src, *(e for e in short.src if e.op in STATEMENTS)))
 
 
-def _outer_first(ends: Sequence[UOp]) -> tuple[int, int]:
-    """The nesting of the blocks along two ranges of these ends: the range of more blocks outside, the first
-    on a tie (variable ends of one bound). A thin transpose (47 rows of 400,000) walked along its 3 blocks of
-    rows outermost would pass over its whole output three times, and split 3 blocks between the threads."""
-    return (1, 0) if ends[1].vmax > ends[0].vmax else (0, 1)
+def _nesting(pair: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """The outer and the inner blocks of a transpose's two ranges (stored, loaded): the range of more turns
+    outside, the stored one where that is not known (variable ends of one bound). A thin transpose of
+    constant sizes (47 rows of 400,000) walked along its 3 blocks of rows outermost would pass over its whole
+    output three times, and the threads would split 3 blocks."""
+    return (pair[1], pair[0]) if pair[1].src[0].vmax > pair[0].src[0].vmax else pair
+
+
+def _in_block(end: UOp, b: UOp, block: int) -> int | UOp:
+    """How many indices block ``b`` holds: ``block``, or what is left of ``end`` in the last."""
+    if end.op is Ops.CONST and int(end.arg) % block == 0:
+        return block
+    return simplify((end - b * block).minimum(block))
 
 
 def _cut_short_blocks(sink: UOp, pair: tuple[UOp, UOp], first: int) -> UOp:

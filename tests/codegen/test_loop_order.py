@@ -194,11 +194,13 @@ def test_a_nest_already_in_order_is_left():
     assert order_parallel_nest(sink) is None
 
 
-TRANSPOSE_SHAPES = [(0, 5), (5, 0), (1, 1), (1, 70), (70, 1), (7, 13), (17, 16), (31, 37), (16, 67), (67, 131)]
-"""Empty, single, prime and vector-width-ragged sizes; the last two hold two symbolic blocks each way."""
+TRANSPOSE_SHAPES = [(0, 5), (5, 0), (1, 1), (1, 70), (70, 1), (7, 13), (17, 16), (31, 37), (16, 67), (67, 131),
+                    (15, 3001), (3001, 15)]
+"""Empty, single, prime and vector-width-ragged sizes; (16, 67) and (67, 131) hold two symbolic blocks each way,
+the thin last two a range under a block (the blocks cut short, in the threads' outer blocks)."""
 STATIC_SHAPES = [(1, 7), (64, 67), (97, 64)]
-"""Constant sizes: the last two hold two constant blocks each way, one cut short."""
-PERMUTE_SHAPES = [(0, 3, 4), (1, 1, 1), (2, 3, 5), (17, 3, 19), (16, 2, 33)]
+"""Constant sizes: the last two hold two constant blocks each way, the last starting a block before its end."""
+PERMUTE_SHAPES = [(0, 3, 4), (1, 1, 1), (2, 3, 5), (17, 3, 19), (16, 2, 33), (5, 15, 301), (5, 301, 15)]
 
 
 @pytest.mark.parametrize("fn", TRANSPOSES)
