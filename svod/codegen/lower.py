@@ -191,13 +191,14 @@ def speculate_gated_loads(sink: UOp) -> UOp:
     """
     topo = sink.toposort()
     written = written_memory(topo)
-    if not any(_speculable(u, written) for u in topo):
+    speculated = {u for u in topo if _speculable(u, written)}
+    if not speculated:
         return sink
     made: dict[UOp, UOp] = {}  # each node with its sources made first: a load in another's gate or index (a
     for u in topo:             # range clamped to a loaded bound) is the one made, in every node that uses it
         src = tuple(made[s] for s in u.src)
         node = u if src == u.src else u.replace(src=src)
-        if _speculable(u, written):
+        if u in speculated:
             buffer, position, gate = node.src[0].src
             always = node.src[0].replace(src=(buffer, gate.where(position, 0)))
             node = gate.where(node.replace(src=(always, *node.src[1:])), UOp.const(node.dtype, 0))
