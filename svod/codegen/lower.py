@@ -189,21 +189,18 @@ def speculate_gated_loads(sink: UOp) -> UOp:
     which another kernel may be writing) is discarded; LLVM gives a racing plain load an undefined value,
     not undefined behaviour. A checked access (``CHECKED``) keeps its run-time test.
     """
-    topo = sink.toposort()
-    written = written_memory(topo)
-    speculated = {u for u in topo if _speculable(u, written)}
-    if not speculated:
-        return sink
-    made: dict[UOp, UOp] = {}  # each node with its sources made first: a load in another's gate or index (a
-    for u in topo:             # range clamped to a loaded bound) is the one made, in every node that uses it
-        src = tuple(made[s] for s in u.src)
-        node = u if src == u.src else u.replace(src=src)
-        if u in speculated:
-            buffer, position, gate = node.src[0].src
-            always = node.src[0].replace(src=(buffer, gate.where(position, 0)))
-            node = gate.where(node.replace(src=(always, *node.src[1:])), UOp.const(node.dtype, 0))
-        made[u] = node
-    return made[sink]
+    return graph_rewrite(sink, SPECULATED_LOADS, written_memory(sink.toposort()), name="speculate_gated_loads")
+
+
+def _speculated(ctx: set[UOp], load: UOp) -> UOp | None:
+    """``load`` at ``gate.where(index, 0)``, counted only where the gate holds, where it is ``_speculable``;
+    made bottom up from its sources' rewrites (a load in another's gate or index, as a range clamped to a
+    loaded bound, is the rewritten one in every node that uses it)."""
+    if not _speculable(load, ctx):
+        return None
+    buffer, position, gate = load.src[0].src
+    always = load.src[0].replace(src=(buffer, gate.where(position, 0)))
+    return gate.where(load.replace(src=(always, *load.src[1:])), UOp.const(load.dtype, 0))
 
 
 def _speculable(u: UOp, written: set[UOp]) -> bool:
@@ -214,6 +211,9 @@ def _speculable(u: UOp, written: set[UOp]) -> bool:
     memory = memory_of(u.src[0].src[0])
     return memory.op is Ops.PARAM and memory not in written and isinstance(memory.dtype, PtrDType) \
         and memory.dtype.size >= 1
+
+
+SPECULATED_LOADS = PatternMatcher([(UPat(Ops.LOAD, name="load"), _speculated)])
 
 
 THREAD_MIN_WORK = 1 << 15

@@ -470,9 +470,7 @@ def _whole_blocks(sink: UOp, pair: tuple[UOp, UOp], first: int) -> UOp:
     if fits.op is Ops.CONST:
         return whole
     short_block = UOp.range(simplify(_ceil_div(inner_end, block) * (1 - fits)), first + 4, AxisKind.GLOBAL)
-    cut = {r: UOp.range(_in_block(r.src[0], b, block), first + 5 + n, AxisKind.GLOBAL)
-           for n, (r, b) in enumerate(((outer, outer_block), (inner, short_block)))}
-    short = substitute(sink, {r: b * block + cut[r] for r, b in ((outer, outer_block), (inner, short_block))})
+    short = _in_cut_blocks(sink, ((outer, outer_block), (inner, short_block)), first + 5)
     return whole.replace(src=(*whole.src, *(e for e in short.src if e.op in STATEMENTS)))
 
 
@@ -494,8 +492,14 @@ def _in_block(end: UOp, b: UOp, block: int) -> int | UOp:
 def _cut_short_blocks(sink: UOp, pair: tuple[UOp, UOp], first: int) -> UOp:
     """``sink`` over blocks of the two ranges of ``pair``, from axis ``first``, the last along each cut short
     to the range's end."""
-    block = TRANSPOSE_BLOCK
-    blocks = [UOp.range(simplify(_ceil_div(r.src[0], block)), first + n, AxisKind.GLOBAL) for n, r in enumerate(pair)]
-    items = [UOp.range(simplify((r.src[0] - b * block).minimum(block)), first + 2 + n, AxisKind.GLOBAL)
-             for n, (r, b) in enumerate(zip(pair, blocks, strict=True))]
-    return substitute(sink, {r: b * block + i for r, b, i in zip(pair, blocks, items, strict=True)})
+    blocks = [UOp.range(simplify(_ceil_div(r.src[0], TRANSPOSE_BLOCK)), first + n, AxisKind.GLOBAL)
+              for n, r in enumerate(pair)]
+    return _in_cut_blocks(sink, tuple(zip(pair, blocks, strict=True)), first + 2)
+
+
+def _in_cut_blocks(sink: UOp, blocked: Sequence[tuple[UOp, UOp]], first: int) -> UOp:
+    """``sink`` with each range of ``blocked`` walked in its block range's blocks of ``TRANSPOSE_BLOCK``, the
+    last cut short to the range's end (``_in_block``), the items on axes from ``first`` in the order given."""
+    items = [UOp.range(_in_block(r.src[0], b, TRANSPOSE_BLOCK), first + n, AxisKind.GLOBAL)
+             for n, (r, b) in enumerate(blocked)]
+    return substitute(sink, {r: b * TRANSPOSE_BLOCK + item for (r, b), item in zip(blocked, items, strict=True)})

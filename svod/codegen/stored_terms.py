@@ -13,6 +13,8 @@ of the rescaled term, which reaches the same three statements.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from svod.codegen.indexing import to_poly
 from svod.codegen.nest_order import stride
 from svod.codegen.ranges import free_axis, live_ranges, nested
@@ -72,11 +74,17 @@ def _row_store(store: UOp) -> tuple[UOp, UOp] | None:
     if len(index.src) != 2 or index.src[0].op is not Ops.PARAM or any(r.op is not Ops.RANGE for r in ranges):
         return None  # (a pass that reindexes a store, as block_transposes does, leaves expressions of ranges)
     loops = [r for r in ranges if r.arg[1] is not AxisKind.GLOBAL]
-    terms = to_poly(index.src[1]).terms
     if len(loops) != 1 or loops[0].arg[1] is not AxisKind.LOOP or not _moves_by_one(index, loops[0]) \
-            or not all(any(r in m for m in terms) for r in ranges):
+            or not _indexed_by_each(index, ranges):
         return None
     return index.src[0], loops[0]
+
+
+def _indexed_by_each(index: UOp, ranges: Iterable[UOp]) -> bool:
+    """Whether every one of ``ranges`` is in a term of ``index``: no two of their turns store one element
+    that the others would tell apart."""
+    terms = to_poly(index.src[1]).terms
+    return all(any(r in m for m in terms) for r in ranges)
 
 
 def _moves_by_one(index: UOp, column: UOp) -> bool:
@@ -117,8 +125,7 @@ def _stored_term(store: UOp, sink: UOp) -> tuple[UOp, UOp, UOp] | None:
     ranges = live[store]
     if set(store.src[2:]) != ranges:  # the ranges it runs over are those it depends on (``anchor_ranges``)
         return None
-    terms = to_poly(index.src[1]).terms
-    if not ranges or any(r.arg[1] is AxisKind.REDUCE or not any(r in m for m in terms) for r in ranges) \
+    if not ranges or any(r.arg[1] is AxisKind.REDUCE for r in ranges) or not _indexed_by_each(index, ranges) \
             or sum(r.arg[1] is AxisKind.LOOP for r in ranges) > 1:
         return None
     columns = [r for r in nested(ranges) if _moves_by_one(index, r)
