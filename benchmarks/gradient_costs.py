@@ -13,13 +13,8 @@ checkpoints promise for ``T`` steps.
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-import tempfile
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -37,7 +32,7 @@ from benchmarks.gradients import (
     programs,
 )
 from benchmarks.results import Metric
-from svod.errors import SvodError
+from benchmarks.timing import fresh_process_ms
 
 FIRST_CALL: tuple[Sizes, MoreSizes] = ((1000, 64, 1000, 1000, 32), (64, 1024, 64, 8, 100))
 """The programs' sizes for their first calls: small, so that compiling is most of the time."""
@@ -76,16 +71,7 @@ FIRST_CALL_SCRIPT = textwrap.dedent("""
 def first_call_ms(name: str, part: str) -> float:
     """The first call of program ``name``'s ``part`` ("forward" or "gradient") in a fresh process with an empty
     svod disk cache, its data made and svod imported before the clock starts."""
-    roots = [str(Path(__file__).resolve().parents[1]), str(Path(svod.__file__).resolve().parents[1])]
-    path = os.pathsep.join([*dict.fromkeys(roots), *filter(None, [os.environ.get("PYTHONPATH")])])
-    with tempfile.TemporaryDirectory() as directory:
-        result = subprocess.run([sys.executable, "-c", FIRST_CALL_SCRIPT, name, part], capture_output=True,
-                                text=True, check=False,
-                                env={**os.environ, "SVOD_CACHE_DIR": directory, "PYTHONPATH": path})
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise SvodError(f"the first {part} of {name} failed: {last[-400:]}", stage="check", value=name)
-    return float(result.stdout.split()[-1])
+    return fresh_process_ms(FIRST_CALL_SCRIPT, [name, part], f"the first {part} of {name}")
 
 
 def first_call_metrics(names: list[str]) -> list[Metric]:

@@ -42,7 +42,7 @@ from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS, Program, copies
 from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
-from benchmarks.results import Metric, plot, progress_reporter, report, to_json
+from benchmarks.results import Metric, failure, plot, progress_reporter, report, to_json
 from benchmarks.spellings import (
     ARRAY_WRITTEN,
     NUMBA_WRITTEN,
@@ -55,7 +55,7 @@ from benchmarks.spellings import (
     transpose_spellings,
 )
 from benchmarks.suite import row_kernels, suite, tinygrad_spelling
-from benchmarks.timing import median_seconds, sample_seconds
+from benchmarks.timing import fresh_process_ms, median_seconds, sample_seconds
 from svod import ExecutionPlan, dtypes
 from svod.backends import DeviceRegistry, default_registry
 from svod.config import settings
@@ -791,17 +791,6 @@ class Bench:
                        note="cold prepare of 16 distinct kernels vs compiling them one by one")]
 
 
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def failure(err: BaseException) -> str:
-    """Why a step failed, in one line: the exception's type and the last line of its message (where a Ray
-    error names the worker's own exception), without terminal colours."""
-    lines = [" ".join(line.split()) for line in ANSI_ESCAPE.sub("", str(err)).splitlines()]
-    last = next((line for line in reversed(lines) if line), "")
-    return f"{type(err).__name__}: {last}"[:400] if last else type(err).__name__
-
-
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
@@ -829,17 +818,8 @@ def first_call_ms(program: Program, version: str, size: tuple[int, ...], device:
     """The first call of ``program``'s ``version`` ("svod" or "numba", svod's on ``device``) in a fresh
     process: its compile and one run at ``size``, the imports (and svod's device) made before the clock
     starts, and an empty svod disk cache."""
-    roots = [str(Path(__file__).resolve().parents[1]), str(Path(svod.__file__).resolve().parents[1])]
-    path = os.pathsep.join([*dict.fromkeys(roots), *filter(None, [os.environ.get("PYTHONPATH")])])
-    with tempfile.TemporaryDirectory() as directory:
-        arguments = [program.name, version, ",".join(map(str, size)), str(settings.threads), device]
-        result = subprocess.run([sys.executable, "-c", FIRST_CALL, *arguments], capture_output=True, text=True,
-                                check=False, env={**os.environ, "SVOD_CACHE_DIR": directory, "PYTHONPATH": path})
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise SvodError(f"first call of {version}'s {program.name} failed: {last[-400:]}", stage="check",
-                        value=program.name)
-    return float(result.stdout.split()[-1])
+    arguments = [program.name, version, ",".join(map(str, size)), str(settings.threads), device]
+    return fresh_process_ms(FIRST_CALL, arguments, f"first call of {version}'s {program.name}")
 
 
 def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | None = None,

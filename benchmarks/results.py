@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -149,3 +150,14 @@ def progress_reporter(total: int) -> Iterator[Callable[[str], None]]:
             bar.update(task, advance=1, description=title)
 
         yield advance
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failure(err: BaseException) -> str:
+    """Why a step failed, in one line: the exception's type and the last line of its message (where a Ray
+    error names the worker's own exception), without terminal colours."""
+    lines = [" ".join(line.split()) for line in ANSI_ESCAPE.sub("", str(err)).splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return f"{type(err).__name__}: {last}"[:400] if last else type(err).__name__

@@ -3,9 +3,17 @@ starts on settled cores (``settle``)."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import svod
+from svod.errors import SvodError
 
 SETTLE_WINDOW_SECONDS = 0.005
 """How long ``settle`` watches this process's CPU time at a time while its own thread sleeps."""
@@ -52,3 +60,18 @@ def sample_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> list[
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
     return statistics.median(sample_seconds(fn, repeats, warmup))
+
+
+def fresh_process_ms(script: str, arguments: list[str], what: str) -> float:
+    """The milliseconds ``script`` prints last, run in a fresh process with ``arguments`` and an empty svod disk
+    cache, this checkout and svod importable: a first call's cost, compiles included. ``what`` names the call
+    in the error a failed run raises."""
+    roots = [str(Path(__file__).resolve().parents[1]), str(Path(svod.__file__).resolve().parents[1])]
+    path = os.pathsep.join([*dict.fromkeys(roots), *filter(None, [os.environ.get("PYTHONPATH")])])
+    with tempfile.TemporaryDirectory() as directory:
+        result = subprocess.run([sys.executable, "-c", script, *arguments], capture_output=True, text=True,
+                                check=False, env={**os.environ, "SVOD_CACHE_DIR": directory, "PYTHONPATH": path})
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SvodError(f"{what} failed: {last[-400:]}", stage="check", value=what)
+    return float(result.stdout.split()[-1])
