@@ -117,6 +117,19 @@ def _cancelling(dtype: DType, rows: int, cols: int) -> tuple[np.ndarray, np.ndar
             np.tile(np.array([[1.0], [1 - e]], dtype.numpy), (1, cols)))
 
 
+LANE_SPAN = 64
+"""Terms apart in a row: a multiple of every split of a vectorised sum into lanes (and unrolled accumulators),
+so two terms this far apart meet in one lane, as in the sequential sum. A compiler may vectorise a dot product
+of two terms (gcc does, in two lanes): those two are then added only as the lanes' totals."""
+
+
+def _spaced(rows: np.ndarray, span: int) -> np.ndarray:
+    """``rows``' two columns ``span`` terms apart, zeros between them (whose products add nothing)."""
+    spaced = np.zeros((rows.shape[0], span + 1), rows.dtype)
+    spaced[:, 0], spaced[:, span] = rows[:, 0], rows[:, 1]
+    return spaced
+
+
 def _expected_sum(device, dtype: DType, out: np.ndarray) -> np.ndarray:
     """``-e**2`` where each product is added with one rounding; on a device whose ``fma`` may round twice
     (WGSL's: Vulkan allows it, and lavapipe does), 0 is its other answer, the same in every output."""
@@ -132,8 +145,9 @@ def test_a_sum_of_products_rounds_each_product_with_its_addition(device, dtype, 
     if refuses(device, dtype):
         return
     x, y = _cancelling(dtype, rows, 1)
+    x, y = _spaced(x, LANE_SPAN), _spaced(np.tile(y.T, (rows, 1)), LANE_SPAN)
     out = np.ones(rows, dtype.numpy)
-    _row_dots(out, x, np.ascontiguousarray(np.tile(y.T, (rows, 1))), device=device)
+    _row_dots(out, x, y, device=device)
     assert (out == _expected_sum(device, dtype, out)).all(), out
 
 

@@ -128,8 +128,8 @@ def test_a_plan_takes_a_decorated_kernel_and_fixes_its_sizes():
 
 
 def test_svod_check_takes_a_decorated_kernel():
-    report = svod.check(double, [np.zeros(11, np.float32), np.arange(11, dtype=np.float32)],
-                        devices=["CPU", "CL:0"])
+    devices = [d for d in ("CPU", "CL:0") if d in svod.available_devices()]
+    report = svod.check(double, [np.zeros(11, np.float32), np.arange(11, dtype=np.float32)], devices=devices)
     assert report.ok, str(report)
     assert report.kernel == "double"
 
@@ -165,7 +165,7 @@ def test_suite_kernels_written_in_python_build_the_builder_kernels(name):
     for built, written in zip(workload.steps, python.steps, strict=True):
         written_sum, built_sum = _without_positive_zero_starts(written.ast), _without_positive_zero_starts(built.ast)
         assert written_sum is built_sum
-        for device in ("CPU", "CL:0"):
+        for device in (d for d in ("CPU", "CL:0") if d in svod.available_devices()):
             assert svod.compile(written_sum, device).code == svod.compile(built_sum, device).code
 
 
