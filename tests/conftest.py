@@ -1,4 +1,5 @@
-"""Fixtures shared by the suite: the devices every kernel test runs on."""
+"""Fixtures shared by the suite: the devices every kernel test runs on, and which of them run each front-end test
+(``front_end_devices``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 import os
 import sys
 import tempfile
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import TextIO
@@ -19,7 +21,7 @@ import pytest
 from hypothesis import settings
 
 from svod.device import Device
-from tests.helpers import compiled_devices, kernel_devices, open_device
+from tests.helpers import compiled_devices, devices_here, kernel_devices, open_device
 
 # CI explores the same examples on every run, so a landing never depends on the draw; locally each run
 # draws new ones and keeps failures in .hypothesis/.
@@ -39,6 +41,49 @@ def device(request: pytest.FixtureRequest) -> Device:
 def compiled_device(request: pytest.FixtureRequest) -> Device:
     """Every device with a real compiler (the kernels the reference is compared against)."""
     return open_device(request.param)
+
+
+DEVICE_FIXTURES = ("device", "compiled_device")
+FRONT_ENDS = Path(__file__).parent / "frontend"
+ALWAYS = "llvm"
+"""The device every front-end test runs on: the CPU's default pair, the one a user's call gets."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all-devices", action="store_true",
+                     help="run each front-end test on every device (by default: on llvm and one other, in turn)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each front-end test (``tests/frontend``) runs on ``ALWAYS`` and one other device here, each test's own in
+    turn, rather than on all six; ``--all-devices`` runs every one.
+
+    A front end's tests check what it makes of Python: the devices' own tests (``tests/backends``, ``tests/codegen``
+    and the property tests there, against the reference) keep the whole matrix. Running every front-end test on
+    every device cost most of the suite's time for checks the devices' tests already make, each device still runs
+    its share of the front ends' kernels, and the share is the same on every run (a test's name, not the draw)."""
+    if config.getoption("--all-devices"):
+        return
+    others = [name for name in devices_here() if name != ALWAYS]
+    kept, dropped = [], []
+    for item in items:
+        (dropped if others and _turn_passes(item, others) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _turn_passes(item: pytest.Item, others: list[str]) -> bool:
+    """Whether ``item`` is a front-end test on a device other than ``ALWAYS`` and not the one its turn gives it."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or not item.path.is_relative_to(FRONT_ENDS):
+        return False
+    fixture = next((name for name in DEVICE_FIXTURES if name in callspec.params), None)
+    if fixture is None or callspec.params[fixture] in (ALWAYS, *[n for n in kernel_devices() if n not in others]):
+        return False  # on ALWAYS, or on a device this machine lacks (a skip that says so)
+    rest = sorted((name, index) for name, index in callspec.indices.items() if name != fixture)
+    turn = zlib.crc32(f"{item.path.name}::{item.originalname}{rest}".encode()) % len(others)
+    return callspec.params[fixture] != others[turn]
 
 
 @pytest.hookimpl(trylast=True)

@@ -72,6 +72,15 @@ def compiled_devices() -> tuple[str, ...]:
 
 
 @functools.cache
+def devices_here() -> tuple[str, ...]:
+    """The devices of ``kernel_devices`` this machine has, as ``open_device`` names them."""
+    available = svod.available_devices()
+    has_c = any(shutil.which(c) for c in ("clang", "gcc", "cc"))
+    return tuple(name for name in kernel_devices()
+                 if name == "llvm" or (name == "clang" and has_c) or name in available)
+
+
+@functools.cache
 def webgpu_devices() -> tuple[str, ...]:
     """Every WebGPU adapter svod lists here (``WEBGPU:0``, and ``WEBGPU:1`` for wgpu's OpenGL adapter beside a
     Vulkan one): each must compute svod's definitions or refuse what it cannot."""
