@@ -1,5 +1,5 @@
 """Fixtures shared by the suite: the devices every kernel test runs on, and which of them run each front-end test
-(``front_end_devices``)."""
+(``pytest_collection_modifyitems``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def compiled_device(request: pytest.FixtureRequest) -> Device:
     return open_device(request.param)
 
 
-DEVICE_FIXTURES = ("device", "compiled_device")
+DEVICE_FIXTURES = {"device": kernel_devices, "compiled_device": compiled_devices}
+"""Each fixture above and the devices it takes."""
 FRONT_ENDS = Path(__file__).parent / "frontend"
 ALWAYS = "llvm"
 """The device every front-end test runs on: the CPU's default pair, the one a user's call gets."""
@@ -55,35 +56,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each front-end test (``tests/frontend``) runs on ``ALWAYS`` and one other device here, each test's own in
-    turn, rather than on all six; ``--all-devices`` runs every one.
+    """Each front-end test (``tests/frontend``) runs on ``ALWAYS`` and on one other device here, each test's own
+    in turn, rather than on every device; ``--all-devices`` runs every one.
 
     A front end's tests check what it makes of Python: the devices' own tests (``tests/backends``, ``tests/codegen``
     and the property tests there, against the reference) keep the whole matrix. Running every front-end test on
-    every device cost most of the suite's time for checks the devices' tests already make, each device still runs
+    every device cost most of the suite's time for checks the devices' tests already make; each device still runs
     its share of the front ends' kernels, and the share is the same on every run (a test's name, not the draw)."""
     if config.getoption("--all-devices"):
         return
-    others = [name for name in devices_here() if name != ALWAYS]
+    here = devices_here()
     kept, dropped = [], []
     for item in items:
-        (dropped if others and _turn_passes(item, others) else kept).append(item)
+        (dropped if _not_its_turn(item, here) else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
 
 
-def _turn_passes(item: pytest.Item, others: list[str]) -> bool:
-    """Whether ``item`` is a front-end test on a device other than ``ALWAYS`` and not the one its turn gives it."""
+def _not_its_turn(item: pytest.Item, here: tuple[str, ...]) -> bool:
+    """Whether ``item`` is a front-end test on a device here other than ``ALWAYS``, and not the one its turn
+    gives it. A device this machine lacks stays: a skip that says so."""
     callspec = getattr(item, "callspec", None)
     if callspec is None or not item.path.is_relative_to(FRONT_ENDS):
         return False
     fixture = next((name for name in DEVICE_FIXTURES if name in callspec.params), None)
-    if fixture is None or callspec.params[fixture] in (ALWAYS, *[n for n in kernel_devices() if n not in others]):
-        return False  # on ALWAYS, or on a device this machine lacks (a skip that says so)
+    if fixture is None:
+        return False
+    turns = [name for name in DEVICE_FIXTURES[fixture]() if name in here and name != ALWAYS]
+    if callspec.params[fixture] not in turns:
+        return False
     rest = sorted((name, index) for name, index in callspec.indices.items() if name != fixture)
-    turn = zlib.crc32(f"{item.path.name}::{item.originalname}{rest}".encode()) % len(others)
-    return callspec.params[fixture] != others[turn]
+    turn = zlib.crc32(f"{item.path.name}::{item.originalname}{rest}".encode()) % len(turns)
+    return callspec.params[fixture] != turns[turn]
 
 
 @pytest.hookimpl(trylast=True)
