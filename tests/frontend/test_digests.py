@@ -21,17 +21,13 @@ def _fmix(h: int) -> int:
     return h ^ (h >> 16)
 
 
-def _rotated(h: int, by: int) -> int:
-    return ((h << by) | (h >> (32 - by))) & MASK
-
-
 def _sums(data: bytes) -> tuple[int, int]:
     """The digest's two sums, one word at a time in plain Python integers."""
     first = second = 0
     for position in range(len(data) // 4):
         mixed = _fmix(int.from_bytes(data[4 * position:4 * position + 4], "little") ^ (position & MASK))
         first += mixed
-        second += mixed ^ _rotated(mixed, 13) ^ _rotated(mixed, 22)
+        second += mixed ^ ((mixed << 7) & MASK)
     return first & MASK, second & MASK
 
 
