@@ -48,6 +48,9 @@ DEVICE_FIXTURES = {"device": kernel_devices, "compiled_device": compiled_devices
 FRONT_ENDS = Path(__file__).parent / "frontend"
 ALWAYS = "llvm"
 """The device every front-end test runs on: the CPU's default pair, the one a user's call gets."""
+DEVICES_HERE = "SVOD_TEST_DEVICES_HERE"
+"""Where the controller leaves the devices it found (``devices_here``) for its workers: each worker must collect
+the very tests the others do, whatever a device's start does in it."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     its share of the front ends' kernels, and the share is the same on every run (a test's name, not the draw)."""
     if config.getoption("--all-devices"):
         return
-    here = devices_here()
+    here = tuple(os.environ[DEVICES_HERE].split(",")) if DEVICES_HERE in os.environ else devices_here()
     kept, dropped = [], []
     for item in items:
         (dropped if _not_its_turn(item, here) else kept).append(item)
@@ -93,9 +96,12 @@ def _not_its_turn(item: pytest.Item, here: tuple[str, ...]) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """A test worker that crashes (a segfault in native code) writes every thread's Python stack to a file the
-    controller shows at the end, where a CI log's tail has it (pytest's own dump goes to the worker's stderr)."""
+    """The controller finds the devices here once, for its workers (``DEVICES_HERE``). A test worker that crashes
+    (a segfault in native code) writes every thread's Python stack to a file the controller shows at the end, where
+    a CI log's tail has it (pytest's own dump goes to the worker's stderr)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and not config.getoption("--all-devices"):
+        os.environ.setdefault(DEVICES_HERE, ",".join(devices_here()))
     if worker is not None and "SVOD_TEST_FAULTS" in os.environ:
         log = (Path(os.environ["SVOD_TEST_FAULTS"]) / f"{worker}.log").open("w")
         config.stash[_FAULT_LOG] = log
