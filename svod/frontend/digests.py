@@ -5,12 +5,12 @@ three times and hold a second array as large.
 A digest is two sums, modulo 2**32, over the array's 32-bit words (its bytes past the last whole word are kept as
 they are). Each word, its position xored in, goes through MurmurHash3's finalizer (``fmix32``: xor-shifts and two
 multiplies, a bijection with full avalanche); the first sum adds what comes out, the second the same through an
-xorshift, ``h ^ (h << 7)`` (a bijection, and not linear over the sum's adds; an xor of two rotations, as SHA-2's
-Σ functions are, is one too, and took a third of the digest's time). So changing one word always changes both
-sums, moving one word to another position changes them, and changes of several words leave both as they were
-about once in 2**64. The two sums share one finalizer rather than each taking its own: a vector multiply of
-32-bit lanes is the slowest step. A svod kernel computes them, the words in blocks the CPU's threads share, the
-position a 32-bit counter beside the index."""
+xorshift, ``h ^ (h >> 7)`` (a bijection, and not linear over the sum's adds; an xor of two rotations, as SHA-2's
+Σ functions are, is one too, and took a third of the digest's time; a shift left would tie the low 7 bits of
+the two sums). So changing one word always changes both sums, moving one word to another position changes them,
+and changes of several words leave both as they were about once in 2**64. The two sums share one finalizer
+rather than each taking its own: a vector multiply of 32-bit lanes is the slowest step. A svod kernel computes
+them, the words in blocks the CPU's threads share, the position a 32-bit counter beside the index."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def _finalized(h):  # type: ignore[no-untyped-def]
 
 @func
 def _spread(h):  # type: ignore[no-untyped-def]
-    """``h`` xored with itself shifted left by 7 bits: a bijection (each bit from the lowest up is found again
-    from those below it)."""
-    return h ^ (h << np.uint32(7))
+    """``h`` xored with itself shifted right by 7 bits: a bijection (each bit from the highest down is found
+    again from those above it)."""
+    return h ^ (h >> np.uint32(7))
 
 
 def _digest_sums(words, sums):  # type: ignore[no-untyped-def]
