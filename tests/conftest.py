@@ -84,14 +84,23 @@ def _not_its_turn(item: pytest.Item, here: tuple[str, ...]) -> bool:
     if callspec is None or not item.path.is_relative_to(FRONT_ENDS):
         return False
     fixture = next((name for name in DEVICE_FIXTURES if name in callspec.params), None)
-    if fixture is None:
-        return False
+    if fixture is None or _parametrized(item, fixture):
+        return False  # (devices a test names itself, it means to run on each)
     turns = [name for name in DEVICE_FIXTURES[fixture]() if name in here and name != ALWAYS]
     if callspec.params[fixture] not in turns:
         return False
     rest = sorted((name, index) for name, index in callspec.indices.items() if name != fixture)
     turn = zlib.crc32(f"{item.path.name}::{item.originalname}{rest}".encode()) % len(turns)
     return callspec.params[fixture] != turns[turn]
+
+
+def _parametrized(item: pytest.Item, name: str) -> bool:
+    """Whether ``item``'s own ``parametrize`` marks give ``name`` its values (rather than the fixture)."""
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if name in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return True
+    return False
 
 
 @pytest.hookimpl(trylast=True)
@@ -101,7 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     a CI log's tail has it (pytest's own dump goes to the worker's stderr)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None and not config.getoption("--all-devices"):
-        os.environ.setdefault(DEVICES_HERE, ",".join(devices_here()))
+        os.environ[DEVICES_HERE] = ",".join(devices_here())
     if worker is not None and "SVOD_TEST_FAULTS" in os.environ:
         log = (Path(os.environ["SVOD_TEST_FAULTS"]) / f"{worker}.log").open("w")
         config.stash[_FAULT_LOG] = log

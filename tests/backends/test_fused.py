@@ -119,8 +119,9 @@ def _cancelling(dtype: DType, rows: int, cols: int) -> tuple[np.ndarray, np.ndar
 
 LANE_SPAN = 64
 """Terms apart in a row: a multiple of every split of a vectorised sum into lanes (and unrolled accumulators),
-so two terms this far apart meet in one lane, as in the sequential sum. A compiler may vectorise a dot product
-of two terms (gcc does, in two lanes): those two are then added only as the lanes' totals."""
+so the later of two terms this far apart is added to the earlier one's lane, or, in the loop's scalar tail, to
+the lanes' total: to the earlier term and zeros either way, as in the sequential sum. (A compiler may vectorise
+a dot product of two terms, as gcc does in two lanes: those two were added only as the lanes' totals.)"""
 
 
 def _spaced(rows: np.ndarray, span: int) -> np.ndarray:

@@ -236,7 +236,7 @@ def test_the_nan_reductions_skip_nans_as_numpys_do(device, shape):
     line of NaNs only: 0, 1, or NaN where NumPy warns); once refused as functions svod's array expressions lack."""
     x = nans_in(device, *shape)
     # a float32 mean's sum, in the order the device folds it: its error is relative to its terms (up to 3 here),
-    # not to the mean
+    # not to the mean (the float64 call returns one too: the tolerance is every output's)
     agrees_or_refused(skipping_nans, device, x, needs=svod.dtypes.float64, rtol=2e-6, atol=1e-6)
     agrees_or_refused(skipping_nans, device, x.astype(np.float32), rtol=2e-6, atol=1e-6)
 

@@ -127,9 +127,14 @@ def test_a_plan_takes_a_decorated_kernel_and_fixes_its_sizes():
     assert plan.prepared_kernels[0].fixedvars == {"out_shape0": 7}
 
 
+def _cpu_and_opencl() -> list[str]:
+    """The CPU, and OpenCL where a platform is here (its C is rendered for a platform's device)."""
+    return [device for device in ("CPU", "CL:0") if device in svod.available_devices()]
+
+
 def test_svod_check_takes_a_decorated_kernel():
-    devices = [d for d in ("CPU", "CL:0") if d in svod.available_devices()]
-    report = svod.check(double, [np.zeros(11, np.float32), np.arange(11, dtype=np.float32)], devices=devices)
+    report = svod.check(double, [np.zeros(11, np.float32), np.arange(11, dtype=np.float32)],
+                        devices=_cpu_and_opencl())
     assert report.ok, str(report)
     assert report.kernel == "double"
 
@@ -165,7 +170,7 @@ def test_suite_kernels_written_in_python_build_the_builder_kernels(name):
     for built, written in zip(workload.steps, python.steps, strict=True):
         written_sum, built_sum = _without_positive_zero_starts(written.ast), _without_positive_zero_starts(built.ast)
         assert written_sum is built_sum
-        for device in (d for d in ("CPU", "CL:0") if d in svod.available_devices()):
+        for device in _cpu_and_opencl():
             assert svod.compile(written_sum, device).code == svod.compile(built_sum, device).code
 
 
