@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     its share of the front ends' kernels, and the share is the same on every run (a test's name, not the draw)."""
     if config.getoption("--all-devices"):
         return
-    here = tuple(os.environ[DEVICES_HERE].split(",")) if DEVICES_HERE in os.environ else devices_here()
+    here = tuple(os.environ[DEVICES_HERE].split(","))  # (pytest_configure found them, before any collection)
     kept, dropped = [], []
     for item in items:
         (dropped if _not_its_turn(item, here) else kept).append(item)

@@ -7,7 +7,6 @@ import dataclasses
 import functools
 import json
 import math
-import shutil
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -19,6 +18,7 @@ import pytest
 import svod
 from svod import KernelBuilder
 from svod.backends import DeviceRegistry, default_registry
+from svod.backends.clang import find_c_compiler
 from svod.backends.cpu_replay import NativeReplay
 from svod.config import settings
 from svod.device import Device, ReplayBranch, ReplayHost, ReplayItem, ReplayLoop, ReplayWhile
@@ -46,10 +46,19 @@ def cpu_device(threads: int, compiler: str) -> Device:
     return DeviceRegistry(dataclasses.replace(settings, threads=threads)).get("CPU", compiler)
 
 
+def has_c_compiler() -> bool:
+    """Whether the CPU's C pair finds a compiler here (``find_c_compiler``: clang, clang-N, gcc or cc)."""
+    try:
+        find_c_compiler()
+    except svod.errors.DeviceError:
+        return False
+    return True
+
+
 def open_device(name: str) -> Device:
     """A device by name (a CPU compiler pair as ``llvm`` or ``clang``), or a skip naming what this machine
     lacks for it."""
-    if name == "clang" and not any(shutil.which(c) for c in ("clang", "gcc", "cc")):
+    if name == "clang" and not has_c_compiler():
         pytest.skip("no C compiler on this machine (clang, gcc or cc)")
     if name in ("llvm", "clang"):
         return svod.get_device("CPU", name)
@@ -75,9 +84,8 @@ def compiled_devices() -> tuple[str, ...]:
 def devices_here() -> tuple[str, ...]:
     """The devices of ``kernel_devices`` this machine has, as ``open_device`` names them."""
     available = svod.available_devices()
-    has_c = any(shutil.which(c) for c in ("clang", "gcc", "cc"))
     return tuple(name for name in kernel_devices()
-                 if name == "llvm" or (name == "clang" and has_c) or name in available)
+                 if name == "llvm" or (name == "clang" and has_c_compiler()) or name in available)
 
 
 @functools.cache
