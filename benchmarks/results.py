@@ -5,10 +5,12 @@ names and fields are stable: runs are compared across machines and days), and as
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import platform
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -130,26 +132,18 @@ def _figure(metric: Metric, peer: str) -> float | None:
 
 @contextmanager
 def progress_reporter(total: int) -> Iterator[Callable[[str], None]]:
-    """A progress bar (rich, when installed) or one line per step on stderr."""
-    try:
+    """A progress bar (rich, when installed and stderr is a terminal), else one line per step on stderr with the
+    seconds since the start: rich draws nothing where stderr is a file or a pipe, and a long run there must
+    still say where it is."""
+    if sys.stderr.isatty() and importlib.util.find_spec("rich") is not None:
         from rich.progress import Progress
-    except ImportError:
-        done = 0
 
-        def line(title: str) -> None:
-            nonlocal done
-            done += 1
-            print(f"[{done}/{total}] {title}", file=sys.stderr, flush=True)
-
-        yield line
+        with Progress(transient=True) as bar:
+            task = bar.add_task("bench", total=total)
+            yield lambda title: bar.update(task, advance=1, description=title)
         return
-    with Progress(transient=True) as bar:
-        task = bar.add_task("bench", total=total)
-
-        def advance(title: str) -> None:
-            bar.update(task, advance=1, description=title)
-
-        yield advance
+    start = time.perf_counter()
+    yield lambda title: print(f"[{time.perf_counter() - start:6.0f} s] {title}", file=sys.stderr, flush=True)
 
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
