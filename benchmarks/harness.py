@@ -22,7 +22,6 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from benchmarks.jit_programs import agree as jit_agree
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
 from benchmarks.peers import KernelLanguages, Numba, Tinygrad, blas_threads
 from benchmarks.results import Metric, failure, plot, progress_reporter, report, to_json
+from benchmarks.rounds import SuiteContestants, rounds_ms
 from benchmarks.spellings import (
     ARRAY_WRITTEN,
     NUMBA_WRITTEN,
@@ -112,35 +112,6 @@ class Sizes:
 QUICK = Sizes(elements=1 << 22, copy_bytes=64 << 20, repeats=5, big_matmul=512, compiles=3, quick=True)
 FULL = Sizes(elements=1 << 24, copy_bytes=256 << 20, repeats=15, big_matmul=1024, compiles=8, quick=False)
 
-SUITE_ROUNDS = 5
-"""How many rounds of the kernel suite time every contestant in turn (``repeats`` samples in all, spread
-over the rounds)."""
-
-
-def _contestant_order(names: list[str], turn: int) -> list[str]:
-    """``names`` rotated by ``turn``: each round of the suite starts a kernel's contestants with another one, so
-    none is always timed first (right after the last kernel's contestants) or last."""
-    start = turn % len(names)
-    return names[start:] + names[:start]
-
-
-def suite_metrics(names: list[str], samples: dict[str, list[list[float]]],
-                  why_missing: list[dict[str, str]]) -> list[Metric]:
-    """One ``kernel.<name>_ms`` metric per suite kernel: the median of each contestant's samples (seconds)
-    in milliseconds, None for a contestant without samples, and why each peer without a figure has none;
-    contestants beside svod and its three peers (``svod static``) among its ``others``."""
-    def milliseconds(contestant: str, k: int) -> float | None:
-        kept = samples[contestant][k]
-        return statistics.median(kept) * 1e3 if kept else None
-
-    others = [name for name in samples if name not in ("svod", "numpy", "numba", "tinygrad")]
-    return [Metric(f"kernel.{name}_ms", "ms", "lower", milliseconds("svod", k), note=name,
-                   numpy=milliseconds("numpy", k), numba=milliseconds("numba", k),
-                   tinygrad=milliseconds("tinygrad", k), why_missing=why_missing[k],
-                   others={other: milliseconds(other, k) for other in others if samples[other][k]})
-            for k, name in enumerate(names)]
-
-
 class Bench:
     def __init__(self, device: Device, sizes: Sizes, tinygrad: Tinygrad, progress: Callable[[str], None],
                  workloads: list[Workload] | None = None) -> None:
@@ -156,13 +127,11 @@ class Bench:
 
     def kernel_suite(self) -> list[Metric]:
         """The suite of user kernels (the bench's ``workloads``), checked against numpy and timed beside
-        numpy, numba, tinygrad and the framework and kernel-language peers. Every contestant is compiled and
-        checked first; then each of ``SUITE_ROUNDS`` rounds times, kernel by kernel, every contestant of that
-        kernel in turn (``_contestant_order``), and a figure is the median of its samples from all rounds.
-        The contestants of one kernel are so timed seconds apart, in an order that changes each round: a
-        drift of this machine's speed (other tenants of the host) falls on them alike, where a phase per
-        contestant had set one contestant's minute against another's. No contestant's threads still spin
-        while the next is timed (``timing.settle``, before each kernel's samples)."""
+        numpy, numba, tinygrad and the framework and kernel-language peers (``SuiteContestants``)."""
+        return self.suite_contestants().timed(self.progress)
+
+    def suite_contestants(self) -> SuiteContestants:
+        """Every contestant of every suite kernel, compiled and checked (against numpy), ready to time."""
         kernels = suite(self.sizes.quick) if self.workloads is None else self.workloads
         static = suite(self.sizes.quick, static_shapes=True) if self.workloads is None else []
         self.progress("kernel suite: compile and check")
@@ -181,30 +150,23 @@ class Bench:
         found = [{**frameworks.runners(kernel), **languages.runners(kernel)} for kernel in kernels]
         for name in (*FrameworkPeers.NAMES, *KernelLanguages.NAMES):
             runners[name] = [peer if callable(peer := peers[name]) else None for peers in found]
-        samples: dict[str, list[list[float]]] = {name: [[] for _ in kernels] for name in runners}
-        per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
-        for number in range(SUITE_ROUNDS):
-            self.progress(f"kernel suite: round {number + 1} of {SUITE_ROUNDS}")
-            for index in range(len(kernels)):
-                for name in _contestant_order(list(runners), number + index):
-                    if (run := runners[name][index]) is not None:
-                        with blas_threads(settings.threads) if name == "numpy" else nullcontext():
-                            samples[name][index].extend(sample_seconds(run, per_round, warmup=1))
         why_missing = [{"numba": numba.error} if numba.error else {} for _ in kernels]
         for missing, peers in zip(why_missing, found, strict=True):
             missing.update({name: why for name, why in peers.items() if isinstance(why, str)})
         for missing, spelling in zip(why_missing, spellings, strict=True):
             if self.tg.error or isinstance(spelling, str):
                 missing["tinygrad"] = self.tg.error or str(spelling)
-        return suite_metrics([kernel.name for kernel in kernels], samples, why_missing)
+        return SuiteContestants([kernel.name for kernel in kernels], runners, why_missing, self.sizes.repeats)
 
     def busy_suite(self) -> list[Metric]:
         """The kernel suite and the thread speedup on the machine as it is, then again while another process
-        spins on a core, and how much each contestant slowed down (``benchmarks.busy``)."""
-        quiet = [*self.kernel_suite(), *self.thread_scaling()]
+        spins on a core, and how much each contestant slowed down (``benchmarks.busy``). The contestants are
+        compiled once, before both: the two runs time the same code."""
+        contestants = self.suite_contestants()
+        quiet = [*contestants.timed(self.progress), *self.thread_scaling()]
         self.progress("kernel suite beside a busy process")
         with competing_process():
-            busy = [*self.kernel_suite(), *self.thread_scaling()]
+            busy = [*contestants.timed(self.progress), *self.thread_scaling()]
         return busy_metrics(quiet, busy)
 
     def steps(self) -> list[tuple[str, Callable[[], list[Metric]]]]:
@@ -628,20 +590,10 @@ class Bench:
             refused["numba"] = str(err)
         runners, why = peer_runners(workload, peers) if peers is not None else ({}, {})
         # svod's numba form and the numba peer share a name: svod's forms are timed as "svod <form>"
-        milliseconds = self._rounds({**{f"svod {form}": run for form, run in forms.items()},
-                                     "numpy": workload.numpy, **runners})
+        milliseconds = rounds_ms({**{f"svod {form}": run for form, run in forms.items()},
+                                     "numpy": workload.numpy, **runners}, self.sizes.repeats)
         return spelling_metrics(kernel, {form: milliseconds.get(f"svod {form}") for form in [*forms, *refused]},
                                 {peer: milliseconds[peer] for peer in ["numpy", *runners]}, why, notes, refused)
-
-    def _rounds(self, runners: dict[str, Callable[[], object]]) -> dict[str, float]:
-        """Each runner's median time in milliseconds, timed in ``SUITE_ROUNDS`` rounds, each round in another
-        order (``_contestant_order``)."""
-        samples: dict[str, list[float]] = {name: [] for name in runners}
-        per_round = (self.sizes.repeats + SUITE_ROUNDS - 1) // SUITE_ROUNDS
-        for number in range(SUITE_ROUNDS):
-            for name in _contestant_order(list(runners), number):
-                samples[name].extend(sample_seconds(runners[name], per_round, warmup=1))
-        return {name: statistics.median(kept) * 1e3 for name, kept in samples.items()}
 
     def triad(self) -> list[Metric]:
         n = self.sizes.elements

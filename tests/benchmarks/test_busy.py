@@ -1,7 +1,14 @@
 """``svod bench --busy``'s figures: the busy run beside the quiet one, and each contestant's slowdown."""
 
+import pytest
+
+import svod
 from benchmarks.busy import busy_metrics
+from benchmarks.harness import Bench
+from benchmarks.peers import Tinygrad
 from benchmarks.results import Metric
+from benchmarks.suite import row_kernels
+from tests.benchmarks.test_harness import TINY
 
 
 def _suite(svod: float, numpy: float, numba: float | None, static: float, torch: float) -> list[Metric]:
@@ -50,3 +57,17 @@ def test_a_kernel_without_an_svod_figure_or_any_peers_has_no_speedup_over_them()
                                                                          others={"svod static": 0.5})]
     metrics = {m.name for m in busy_metrics(quiet, quiet)}
     assert not any(name.startswith(("vs_best_peer.", "busy.vs_best_peer.", "busy_kept.")) for name in metrics)
+
+
+def test_the_busy_suite_compiles_its_contestants_once_and_times_them_quiet_and_busy():
+    """The quiet and the busy run time the same compiled contestants: compiling every peer's spelling of the
+    suite twice had doubled the slowest part of ``svod bench --busy``."""
+    steps: list[str] = []
+    workload = row_kernels(quick=True, rows=3)["softmax"]
+    bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), steps.append, [workload])
+    metrics = {m.name: m for m in bench.busy_suite()}
+    assert steps.count("kernel suite: compile and check") == 1
+    assert steps.index("kernel suite beside a busy process") > steps.index("kernel suite: round 1 of 5")
+    quiet, busy = metrics[f"kernel.{workload.name}_ms"], metrics[f"busy.kernel.{workload.name}_ms"]
+    assert quiet.svod and busy.svod and quiet.numpy and busy.numpy
+    assert metrics[f"busy_ratio.{workload.name}"].svod == pytest.approx(busy.svod / quiet.svod)
