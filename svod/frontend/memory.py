@@ -14,7 +14,7 @@ from svod.dtype import DType, dtypes
 from svod.errors import KernelSyntaxError
 from svod.frontend.arithmetic import Arithmetic
 from svod.frontend.values import ArrayValue
-from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, substitute
 from svod.ir.ops import STATEMENTS
 from svod.ir.uop import is_state, memory_of, pointee
 
@@ -167,8 +167,15 @@ def unstated(sink: UOp, stated: dict[UOp, dict[UOp, int]]) -> UOp:
                if u.op is Ops.LOAD and is_state(u.src[0].src[0]) and _between(e, u.src[0].src[0], stated[e])}
     changed |= _read_through_two_states(sink)
     sink = substitute(sink, {u: u.src[0] for u in sink.toposort() if is_state(u) and u.src[0] not in changed})
-    return substitute(sink, {u: u.replace(src=(u.src[0].replace(src=u.src[0].src[:2]),)) for u in sink.toposort()
-                             if u.op is Ops.LOAD and len(u.src[0].src) == 3 and u.src[0].src[0].op is Ops.PARAM})
+    return graph_rewrite(sink, _UNGATED, name="ungated reads")
+
+
+_UNGATED = PatternMatcher([
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(Ops.PARAM, name="buffer"), UPat(name="at"), UPat()),
+                              name="index"),), name="load"),
+     lambda load, index, buffer, at: load.replace(src=(index.replace(src=(buffer, at)),)))])
+"""A read of a buffer without its gate, rewritten from its sources up: a gated read whose index holds another
+(the end of a loop read under an ``if`` and the reads in its turns) is rebuilt over that one's ungated form."""
 
 
 def _read_through_two_states(sink: UOp) -> set[UOp]:

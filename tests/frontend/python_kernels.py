@@ -6,14 +6,15 @@ compared. ``python -m tests.frontend.python_kernels COUNT [DEVICE ...] [--first 
 A kernel is one ``svod.prange`` over the rows of ``out`` and ``x`` (same shape, dtypes drawn independently)
 whose body is drawn statement by statement: locals assigned and updated, stores to the work item's row of
 ``out`` and of ``x`` (in place), loops over the columns (forward and reversed), over the rows up to the work
-item's (triangular) and over a constant count, carrying locals and reducing into them, ``if``/``elif``/``else``
-chains, atomic adds into a histogram, gathers through an index array, and reads of what the body stored
-before. Expressions mix the arrays' values, locals, loop variables and weak constants through ``+ - *``,
-``//`` and ``%`` (by positive divisors, as Python's divide by zero raises), ``min``, ``max``, ``abs``, casts and
-conditional expressions. About one float element in seven is special (NaN, ±inf, -0.0, a subnormal), so a
-``min`` or ``max`` meets NaNs and signed zeros as Python's do. Some kernels race on purpose (a store every work
-item makes, or one through the index array) or read past a row: svod must refuse the first and raise
-``IndexOutOfBoundsError`` for the second where Python raises ``IndexError``.
+item's (triangular), over a constant count and over a count read from the index array (a loop's end read
+from memory, perhaps under an ``if``; not in the ``lanes`` and ``cells`` forms below), carrying locals and reducing into
+them, ``if``/``elif``/``else`` chains, atomic adds into a histogram, gathers through an index array, and reads
+of what the body stored before. Expressions mix the arrays' values, locals, loop variables and weak constants
+through ``+ - *``, ``//`` and ``%`` (by positive divisors, as Python's divide by zero raises), ``min``, ``max``,
+``abs``, casts and conditional expressions. About one float element in seven is special (NaN, ±inf, -0.0, a
+subnormal), so a ``min`` or ``max`` meets NaNs and signed zeros as Python's do. Some kernels race on purpose (a
+store every work item makes, or one through the index array) or read past a row: svod must refuse the first and
+raise ``IndexOutOfBoundsError`` for the second where Python raises ``IndexError``.
 
 With ``exits`` (``--exits`` on the command line), loops are also ``while`` loops (a counter bounds each, plus a
 drawn test), and loop bodies hold ``break`` and ``continue`` under drawn conditions. With ``lanes``
@@ -124,8 +125,12 @@ class _Writer:
     computes in the kernel's dtypes, wrapping and rounding as it does."""
 
     def __init__(self, rng: random.Random, racy: bool, exits: bool = False,
-                 dtypes: tuple[str, str] = ("float64", "float64"), lanes: bool = False, cells: bool = False) -> None:
+                 dtypes: tuple[str, str] = ("float64", "float64"), lanes: bool = False, cells: bool = False,
+                 reads: random.Random | None = None) -> None:
         self.rng = rng
+        self.reads = reads
+        """Draws which loops over a constant count run over a count read from memory instead (None: none do): a
+        stream of its own, so that a seed draws the kernel it drew before such loops, but for those loops."""
         self.racy = racy
         self.exits = exits
         self.lanes = lanes
@@ -293,9 +298,11 @@ class _Writer:
         if self.cells and scope.over == "columns":  # turns that count with the column loop's variable
             kinds += ["below", "tail"]
         kind = self.rng.choice(kinds)
+        if kind == "count" and self.reads is not None and self.reads.random() < 0.5:
+            kind = "read"
         header = {"columns": f"range({self.columns})", "reversed": f"range({self.columns} - 1, -1, -1)",
                   "rows": "range(i + 1)", "count": "range(3)", "below": f"range({scope.loop})",
-                  "tail": f"range({scope.loop}, {self.columns})"}[kind]
+                  "tail": f"range({scope.loop}, {self.columns})", "read": f"range({self._read_count()})"}[kind]
         before = list(scope.locals)
         if not before:  # something to reduce into or carry
             name = self.fresh()
@@ -304,7 +311,8 @@ class _Writer:
             before.append(name)
             scope.locals.append(name)
         if self.exits and self.rng.random() < 0.4:  # a while: a counter bounds it, a drawn test may end it sooner
-            bound = {"rows": "i + 1", "count": "3", "below": scope.loop}.get(kind, self.columns)
+            bounds = {"rows": "i + 1", "count": "3", "below": scope.loop, "read": self._read_count()}
+            bound = bounds.get(kind, self.columns)
             test = f" and {self.condition(scope)}" if self.rng.random() < 0.6 else ""
             self.emit(indent, f"{var} = 0")
             self.emit(indent, f"while {var} < {bound}{test}:")
@@ -327,6 +335,11 @@ class _Writer:
         self.block(inner, indent + 1, self.rng.randrange(0, 3), depth + 1)
         scope.locals = before  # a loop's own locals end with it
 
+    def _read_count(self) -> str:
+        """A loop's count read from memory: the work item's element of the index array (below the rows) modulo
+        the columns and one, so from 0 to the fewer of the columns and the rows less one."""
+        return f"idx[i] % ({self.columns} + 1)"
+
     def branch(self, scope: _Scope, indent: int, depth: int) -> None:
         before = list(scope.locals)
         arms = [f"if {self.condition(scope)}:"]
@@ -344,7 +357,8 @@ def generate(seed: int, exits: bool = False, lanes: bool = False, cells: bool = 
     rng = random.Random(seed)
     racy = rng.random() < 0.1
     out, x = rng.choice(DTYPES), rng.choice(DTYPES)
-    writer = _Writer(rng, racy, exits, (out, x), lanes, cells)
+    reads = None if lanes or cells else random.Random(f"{seed} read counts")
+    writer = _Writer(rng, racy, exits, (out, x), lanes, cells, reads)
     cell_loop = rng.choice(CELL_LOOPS) if cells else ""
     scope = _Scope(loop="c", over="columns", sequential=cell_loop.startswith("range")) if cells else _Scope()
     indent = 3 if cells else 2
