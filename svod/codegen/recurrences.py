@@ -87,8 +87,10 @@ def _carried(store: UOp, loads: list[UOp], slot: int, ranges: tuple[UOp, ...]) -
         return index.replace(src=(held, *index.src[1:]))
 
     kept = UOp.register(slot, dtype, *(r for r in ranges if r.arg[1] is AxisKind.GLOBAL))[UOp.index_const(0)]
-    reads = {u: through_held(u.src[0]).load() for u in store.src[1].toposort()
-             if u.op is Ops.LOAD and u.src[0].src[0] is buffer}
+    reads: dict[UOp, UOp] = {}
+    for u in store.src[1].toposort():  # sources first: a read's index may read the buffer too (y[int(y[j])])
+        if u.op is Ops.LOAD and u.src[0].src[0] is buffer:
+            reads[u] = through_held(substitute(u.src[0], reads)).load()
     later = UOp.index_const(0).lt(loop)
     value = substitute(store.src[1], {**reads, **{u: later.where(kept.load(), reads[u]) for u in loads}})
     first = kept.store(UOp.const(dtype, 0), *ranges[:-1])  # in the turn of any loop around it: no loop splits

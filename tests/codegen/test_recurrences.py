@@ -345,6 +345,29 @@ def test_read_back_chains_compute_what_python_does(device, name):
             np.testing.assert_array_equal(out, want, err_msg=f"{name} {rows}x{cols}")
 
 
+@svod.kernel
+def read_back_beside_a_read_it_indexes(out, x):
+    """The element before read back, and beside it an element at an index read from the one about to be
+    stored: both reads are of the memory before this turn's store."""
+    for r in prange(x.shape[0]):
+        for c in range(x.shape[1]):
+            out[r, c] = out[r, max(c - 1, 0)] * 0.5 + out[r, int(min(out[r, c], 1000.0)) % x.shape[1]] + x[r, c]
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (2, 17), (5, 3), (13, 64)])
+def test_a_read_whose_index_reads_the_stored_element_is_made_before_the_store(device, rows, cols):
+    """Kept in a register, the value stored is the one computed from the reads before the store: the read
+    inside another read's index was left reading memory, made again after the store, and the register kept
+    another value than the one stored (the turns after it then went wrong)."""
+    rng = np.random.default_rng(rows * cols)
+    x = (rng.integers(0, 9, (rows, cols)) + rng.integers(0, 4, (rows, cols)) * 0.25).astype(np.float32)
+    start = (rng.integers(0, 9, (rows, cols)) * 0.5).astype(np.float32)
+    out = start.copy()
+    read_back_beside_a_read_it_indexes(out, x, device=device)
+    (want, _) = run_as_python(read_back_beside_a_read_it_indexes, start.copy(), x)
+    np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_chains_side_by_side_compute_what_python_does(compiler, threads):
