@@ -591,7 +591,7 @@ class Bench:
         runners, why = peer_runners(workload, peers) if peers is not None else ({}, {})
         # svod's numba form and the numba peer share a name: svod's forms are timed as "svod <form>"
         milliseconds = rounds_ms({**{f"svod {form}": run for form, run in forms.items()},
-                                     "numpy": workload.numpy, **runners}, self.sizes.repeats)
+                                  "numpy": workload.numpy, **runners}, self.sizes.repeats)
         return spelling_metrics(kernel, {form: milliseconds.get(f"svod {form}") for form in [*forms, *refused]},
                                 {peer: milliseconds[peer] for peer in ["numpy", *runners]}, why, notes, refused)
 
@@ -786,7 +786,7 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     sizes = QUICK if quick else FULL
     tinygrad = Tinygrad("CL" if device.device.base_type == "CL" else "CPU")
     bench = Bench(device, sizes, tinygrad, lambda title: None)
-    with progress_reporter(len(bench.steps())) as progress:
+    with progress_reporter(None if busy or suite else len(bench.steps())) as progress:
         bench.progress = progress
         alone = {"kernels": bench.kernel_suite, "spellings": bench.spellings, "numpy": bench.numpy_programs,
                  "gradients": bench.gradients}
