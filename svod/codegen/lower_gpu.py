@@ -312,8 +312,11 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
         inside, live = _all(outside), live_ranges(sink)
         sink = sink.replace(src=tuple(_gated(e, inside, target=live[e] <= set(rows)) if e.op in EFFECTS else e
                                       for e in sink.src))
-        sink = substitute(sink, {u: UOp.range(inside.where(u.src[0], 0), *u.arg) for u in sink.toposort()
-                                 if u.op is Ops.RANGE and u not in groups})
+        emptied: dict[UOp, UOp] = {}
+        for u in sink.toposort():  # inner ranges first: a loop's end may count with another (range(c + 1))
+            if u.op is Ops.RANGE and u not in groups:
+                emptied[u] = UOp.range(inside.where(substitute(u.src[0], emptied), 0), *u.arg)
+        sink = substitute(sink, emptied)
     return split_reductions(substitute(sink, groups), (Ops.ADD, Ops.MAX, Ops.MIN))
 
 

@@ -1332,6 +1332,35 @@ def test_a_row_count_that_may_be_0_empties_the_loops_instead_of_an_if_around_the
     assert [u.src[0].arg for u in gated] == [1, 1]  # both loads of x; the store's loop is empty
 
 
+@svod.kernel
+def prefix_sums_less_the_row_max(out, x):  # type: ignore[no-untyped-def]
+    for r in svod.prange(x.shape[0]):
+        top = x[r, 0]
+        for c in range(x.shape[1]):
+            top = max(top, x[r, c])
+        for c in svod.prange(x.shape[1]):
+            s = 0.0
+            for k in range(c + 1):
+                s += x[r, k]
+            out[r, c] = s - top
+
+
+@pytest.mark.parametrize("rows, cols", [(0, 3), (1, 1), (1, 17), (2, 33), (5, 70)])
+def test_a_loop_counting_with_the_column_keeps_its_column_when_the_row_count_may_be_0(device, rows, cols):
+    """A prefix sum over ``range(c + 1)`` beside the row's maximum (``reduce_per_item`` on PoCL): every loop's
+    end is emptied for a row past the last, the prefix's end built over the column's own emptied loop. Built
+    from the column loop as it was, it brought that loop back around the upcast columns, and the first 16
+    columns of each row summed the whole row."""
+    x = (np.arange(rows * cols) % 7).astype(np.float32).reshape(rows, cols)
+    out = np.full((rows, cols), 9.0, np.float32)
+    prefix_sums_less_the_row_max(out, x, device=device)
+    np.testing.assert_array_equal(out, run_as_python(prefix_sums_less_the_row_max, np.full_like(out, 9.0), x)[0])
+    sink = _per_item(prefix_sums_less_the_row_max.build(out, x))
+    assert sink is not None
+    axes = Counter(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE)
+    assert max(axes.values()) == 1, axes
+
+
 def test_users_cannot_write_barriers():
     k = KernelBuilder("user_barrier")
     out = k.buffer(dtypes.float32, 4)
