@@ -581,7 +581,7 @@ class Bench:
     def _spelled(self, kernel: str, workload: Workload, forms: dict[str, Callable[[], object]],
                  notes: dict[str, str], peers: Peers | None) -> list[Metric]:
         """svod's ``forms`` of ``kernel`` and numba's spelling run by svod (``spellings.numba_form``), timed in
-        rounds (``_rounds``) beside numpy's ``workload`` and each peer's, every one checked against numpy
+        rounds (``rounds_ms``) beside numpy's ``workload`` and each peer's, every one checked against numpy
         first; one metric per form (``spellings.spelling_metrics``)."""
         refused = {}
         try:

@@ -13,7 +13,7 @@ import pytest
 
 import benchmarks.gradient_costs
 import svod
-from benchmarks import harness, timing
+from benchmarks import harness, rounds, timing
 from benchmarks.harness import Bench, Sizes
 from benchmarks.jit_programs import ARRAY_PROGRAMS, PROGRAMS
 from benchmarks.numpy_programs import NUMPY_PROGRAMS
@@ -327,7 +327,7 @@ def test_svods_run_of_numbas_spelling_is_timed_apart_from_numba(monkeypatch) -> 
         return [seconds[who] if isinstance(who, str) else 0.002]
 
     monkeypatch.setattr(harness, "numba_form", lambda workload, device: lambda: "svod's numba")
-    monkeypatch.setattr(harness, "sample_seconds", sample)
+    monkeypatch.setattr(rounds, "sample_seconds", sample)
     bench = Bench(svod.get_device("CPU"), TINY, Tinygrad(), lambda title: None)
     metrics = bench._spelled("softmax", workloads.softmax(2, 37), {"kernel": lambda: "kernel"},
                              {"kernel": "k", "numba": "n"}, Peers(Numba(), Nothing(), Nothing(), Nothing()))  # type: ignore[arg-type]

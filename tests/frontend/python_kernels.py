@@ -28,7 +28,8 @@ columns (which svod makes parallel where its turns are independent) or in a tria
 (of square arrays): a turn stores only to its own cell of ``out`` and reads only that cell of it, so
 that the turns are often independent. Loops in it also run below a column loop's variable (``range(c)``) or from
 it to the row's end (``range(c, columns)``): loops whose turns count with another loop's variable, carrying locals
-that each turn of the column loop sets anew.
+that each turn of the column loop sets anew. Before the column loop, the work item may reduce its row of ``x``
+(its maximum, minimum or sum) into a local that the cells read.
 """
 
 from __future__ import annotations
@@ -145,6 +146,10 @@ class _Writer:
         self.names = 0
         self.loops = 0
         self.lines: list[str] = []
+        self.row_values: list[str] = []
+        """Locals the cells read and never assign: the work item's row reduced before the cell loop."""
+        self.picks = random.Random(0)
+        """Draws where the cells read the row's values: a stream of its own (``reads``), used only where there are."""
 
     def fresh(self) -> str:
         self.names += 1
@@ -159,6 +164,9 @@ class _Writer:
         return self.rng.choice(choices)
 
     def leaf(self, scope: _Scope) -> Typed:
+        if self.row_values and self.picks.random() < 0.15:
+            name = self.picks.choice(self.row_values)
+            return name, self.types[name]
         r = self.rng.random()
         if scope.locals and r < 0.3:
             name = self.rng.choice(scope.locals)
@@ -335,6 +343,21 @@ class _Writer:
         self.block(inner, indent + 1, self.rng.randrange(0, 3), depth + 1)
         scope.locals = before  # a loop's own locals end with it
 
+    def row_value(self, draws: random.Random) -> list[str]:
+        """The lines before the cell loop that reduce the work item's row of ``x`` into a local, ``row``, which the
+        cells read (a row's maximum, minimum or sum beside loops over its cells: PoCL's rows reduced per work
+        item, a loop over the cells after them)."""
+        self.picks = draws
+        self.row_values.append("row")
+        if draws.random() < 0.5:
+            self.types["row"] = self.dtypes["x"]
+            update = f"row = {draws.choice(['max', 'min'])}(row, x[i, k])"
+            lines = ["row = x[i, 0]", f"for k in range({self.columns}):", f"    {update}"]
+        else:
+            self.types["row"] = _promoted("float", self.dtypes["x"])
+            lines = ["row = 0.0", f"for k in range({self.columns}):", "    row += x[i, k]"]
+        return ["        " + line for line in lines]
+
     def _read_count(self) -> str:
         """A loop's count read from memory: the work item's element of the index array (below the rows) modulo
         the columns and one, so from 0 to the fewer of the columns and the rows less one."""
@@ -360,6 +383,8 @@ def generate(seed: int, exits: bool = False, lanes: bool = False, cells: bool = 
     reads = None if lanes or cells else random.Random(f"{seed} read counts")
     writer = _Writer(rng, racy, exits, (out, x), lanes, cells, reads)
     cell_loop = rng.choice(CELL_LOOPS) if cells else ""
+    row_draws = random.Random(f"{seed} row reductions")  # of its own: the seeds' other kernels stay as drawn
+    prologue = writer.row_value(row_draws) if cells and row_draws.random() < 0.4 else []
     scope = _Scope(loop="c", over="columns", sequential=cell_loop.startswith("range")) if cells else _Scope()
     indent = 3 if cells else 2
     writer.block(scope, indent, rng.randrange(2, 6), 0)
@@ -372,6 +397,7 @@ def generate(seed: int, exits: bool = False, lanes: bool = False, cells: bool = 
     decorator = "@svod.kernel(static_shapes=True)" if static else "@svod.kernel"
     source = (f"import svod\n\n\n{decorator}\ndef generated_{seed}(out, x, idx, hist):\n"
               f"    for i in svod.prange(out.shape[{1 if lanes else 0}]):\n"
+              + "".join(line + "\n" for line in prologue) +
               f"{f'        for c in {cell_loop}:{chr(10)}' if cells else ''}{body}\n"
               f"{'    ' * indent}{every} = {every}\n")
     rows, columns = rng.choice(LANE_ROWS if lanes else ROWS), rng.choice(COLUMNS)
