@@ -786,7 +786,7 @@ def run_bench(device_name: str = "CPU", quick: bool = False, json_path: str | No
     sizes = QUICK if quick else FULL
     tinygrad = Tinygrad("CL" if device.device.base_type == "CL" else "CPU")
     bench = Bench(device, sizes, tinygrad, lambda title: None)
-    with progress_reporter(None if busy or suite else len(bench.steps())) as progress:
+    with progress_reporter() as progress:
         bench.progress = progress
         alone = {"kernels": bench.kernel_suite, "spellings": bench.spellings, "numpy": bench.numpy_programs,
                  "gradients": bench.gradients}

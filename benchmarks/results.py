@@ -131,27 +131,21 @@ def _figure(metric: Metric, peer: str) -> float | None:
 
 
 @contextmanager
-def progress_reporter(total: int | None) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr (rich, when installed and stderr is a terminal), else one line per step there with
-    its count (of ``total``, where known) and the seconds since the start: rich draws nothing into a file or a
-    pipe, and a long run must still say where it is."""
+def progress_reporter() -> Iterator[Callable[[str], None]]:
+    """Where a run is, on stderr: a spinner with the step's title (rich, when installed and stderr is a terminal),
+    else one line per step with the seconds since the start (rich draws nothing into a file or a pipe, and a
+    long run must still say where it is). Steps name their own parts (a suite's rounds), so no count of them
+    is a total."""
     if sys.stderr.isatty() and importlib.util.find_spec("rich") is not None:
         from rich.console import Console
         from rich.progress import Progress
 
         with Progress(console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("bench", total=total)
-            yield lambda title: bar.update(task, advance=1, description=title)
+            task = bar.add_task("bench", total=None)
+            yield lambda title: bar.update(task, description=title)
         return
-    start, done = time.perf_counter(), 0
-
-    def line(title: str) -> None:
-        nonlocal done
-        done += 1
-        count = f"{done}/{total}" if total is not None else f"{done}"
-        print(f"[{count}, {time.perf_counter() - start:.0f} s] {title}", file=sys.stderr, flush=True)
-
-    yield line
+    start = time.perf_counter()
+    yield lambda title: print(f"[{time.perf_counter() - start:6.0f} s] {title}", file=sys.stderr, flush=True)
 
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")

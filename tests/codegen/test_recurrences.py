@@ -366,6 +366,7 @@ def test_a_read_whose_index_reads_the_stored_element_is_made_before_the_store(de
     read_back_beside_a_read_it_indexes(out, x, device=device)
     (want, _) = run_as_python(read_back_beside_a_read_it_indexes, start.copy(), x)
     np.testing.assert_array_equal(out, want)
+    assert _registers(read_back_beside_a_read_it_indexes.build(start, x)) > 0  # the store is kept in a register
 
 
 @pytest.mark.parametrize("compiler", ["llvm", "clang"])

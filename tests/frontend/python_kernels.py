@@ -148,8 +148,8 @@ class _Writer:
         self.lines: list[str] = []
         self.row_values: list[str] = []
         """Locals the cells read and never assign: the work item's row reduced before the cell loop."""
-        self.picks = random.Random(0)
-        """Draws where the cells read the row's values: a stream of its own (``reads``), used only where there are."""
+        self.picks: random.Random | None = None
+        """Draws where the cells read the row's values (``row_value``'s stream), where there are any."""
 
     def fresh(self) -> str:
         self.names += 1
@@ -164,7 +164,7 @@ class _Writer:
         return self.rng.choice(choices)
 
     def leaf(self, scope: _Scope) -> Typed:
-        if self.row_values and self.picks.random() < 0.15:
+        if self.picks is not None and self.picks.random() < 0.15:
             name = self.picks.choice(self.row_values)
             return name, self.types[name]
         r = self.rng.random()
@@ -351,11 +351,11 @@ class _Writer:
         self.row_values.append("row")
         if draws.random() < 0.5:
             self.types["row"] = self.dtypes["x"]
-            update = f"row = {draws.choice(['max', 'min'])}(row, x[i, k])"
-            lines = ["row = x[i, 0]", f"for k in range({self.columns}):", f"    {update}"]
+            update = f"row = {draws.choice(['max', 'min'])}(row, {self.access('x', 'i', 'k')})"
+            lines = [f"row = {self.access('x', 'i', '0')}", f"for k in range({self.columns}):", f"    {update}"]
         else:
             self.types["row"] = _promoted("float", self.dtypes["x"])
-            lines = ["row = 0.0", f"for k in range({self.columns}):", "    row += x[i, k]"]
+            lines = ["row = 0.0", f"for k in range({self.columns}):", f"    row += {self.access('x', 'i', 'k')}"]
         return ["        " + line for line in lines]
 
     def _read_count(self) -> str:
