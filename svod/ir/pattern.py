@@ -111,7 +111,10 @@ class PatternMatcher:
 
 
 def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
-    """``root`` with each key of ``replacements`` replaced by its value, wherever it occurs."""
+    """``root`` with each key of ``replacements`` replaced by its value, wherever it occurs. A value goes in as it
+    is, not rewritten: one built from a node that is itself a key keeps that node, and with it the old graph
+    (two loops on one axis, a read made after the store it was to precede). Build such values sources first,
+    each over the replacements made so far, or rewrite with ``graph_rewrite``."""
     if not replacements:
         return root
     done: dict[UOp, UOp] = dict(replacements)
