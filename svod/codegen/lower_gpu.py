@@ -16,7 +16,7 @@ from svod.codegen.upcast import _nested_reductions, split_reductions
 from svod.device.caps import WorkGroupLimits, launch_index
 from svod.dtype import dtypes
 from svod.errors import GraphError
-from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir import AxisKind, Ops, UOp, replacements_of, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import memory_of, written_memory
 
@@ -312,11 +312,8 @@ def reduce_per_item(sink: UOp, limits: WorkGroupLimits) -> UOp | None:
         inside, live = _all(outside), live_ranges(sink)
         sink = sink.replace(src=tuple(_gated(e, inside, target=live[e] <= set(rows)) if e.op in EFFECTS else e
                                       for e in sink.src))
-        emptied: dict[UOp, UOp] = {}
-        for u in sink.toposort():  # inner ranges first: a loop's end may count with another (range(c + 1))
-            if u.op is Ops.RANGE and u not in groups:
-                emptied[u] = UOp.range(inside.where(substitute(u.src[0], emptied), 0), *u.arg)
-        sink = substitute(sink, emptied)
+        sink = substitute(sink, replacements_of(sink, lambda u: UOp.range(inside.where(u.src[0], 0), *u.arg)
+                                                if u.op is Ops.RANGE and u not in groups else None))
     return split_reductions(substitute(sink, groups), (Ops.ADD, Ops.MAX, Ops.MIN))
 
 

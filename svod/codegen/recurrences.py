@@ -17,7 +17,7 @@ from svod.codegen.nest_order import unit_stride
 from svod.codegen.ranges import live_ranges, nested
 from svod.codegen.upcast import _divides, _room, _room_after, _spelled_on_vectors, _split
 from svod.dtype import dtypes
-from svod.ir import AxisKind, Ops, UOp, substitute
+from svod.ir import AxisKind, Ops, UOp, replacements_of, substitute
 from svod.ir.ops import EFFECTS, STATEMENTS
 from svod.ir.uop import exits, is_state, memory_of, pointee
 
@@ -87,10 +87,8 @@ def _carried(store: UOp, loads: list[UOp], slot: int, ranges: tuple[UOp, ...]) -
         return index.replace(src=(held, *index.src[1:]))
 
     kept = UOp.register(slot, dtype, *(r for r in ranges if r.arg[1] is AxisKind.GLOBAL))[UOp.index_const(0)]
-    reads: dict[UOp, UOp] = {}
-    for u in store.src[1].toposort():  # sources first: a read's index may read the buffer too (y[int(y[j])])
-        if u.op is Ops.LOAD and u.src[0].src[0] is buffer:
-            reads[u] = through_held(substitute(u.src[0], reads)).load()
+    reads = replacements_of(store.src[1], lambda u: through_held(u.src[0]).load()
+                            if u.op is Ops.LOAD and u.src[0].src[0] is buffer else None)
     later = UOp.index_const(0).lt(loop)
     value = substitute(store.src[1], {**reads, **{u: later.where(kept.load(), reads[u]) for u in loads}})
     first = kept.store(UOp.const(dtype, 0), *ranges[:-1])  # in the turn of any loop around it: no loop splits

@@ -113,8 +113,8 @@ class PatternMatcher:
 def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
     """``root`` with each key of ``replacements`` replaced by its value, wherever it occurs. A value goes in as it
     is, not rewritten: one built from a node that is itself a key keeps that node, and with it the old graph
-    (two loops on one axis, a read made after the store it was to precede). Build such values sources first,
-    each over the replacements made so far, or rewrite with ``graph_rewrite``."""
+    (two loops on one axis, a read made after the store it was to precede). ``replacements_of`` builds values
+    that hold none."""
     if not replacements:
         return root
     done: dict[UOp, UOp] = dict(replacements)
@@ -124,6 +124,23 @@ def substitute(root: UOp, replacements: Mapping[UOp, UOp]) -> UOp:
         new_src = tuple(done.get(s, s) for s in node.src)
         done[node] = node if new_src == node.src else node.replace(src=new_src)
     return done[root]
+
+
+def replacements_of(root: UOp, change: Callable[[UOp], UOp | None]) -> dict[UOp, UOp]:
+    """The nodes below ``root`` (itself included) that ``change`` changes, each mapped to what ``change`` makes of
+    it rebuilt over the changes below it: sources first, so a value holds none of the nodes the map replaces (a
+    loop's end that counts with another loop, a read whose index reads the same buffer). ``change`` returns None
+    for a node it leaves as it is."""
+    done: dict[UOp, UOp] = {}
+    changed: dict[UOp, UOp] = {}
+    for node in root.toposort():
+        src = tuple(done[s] for s in node.src)
+        rebuilt = node if src == node.src else node.replace(src=src)
+        made = change(rebuilt)
+        done[node] = rebuilt if made is None else made
+        if made is not None:
+            changed[node] = made
+    return changed
 
 
 def rename_variables(root: UOp, names: Mapping[str, str]) -> UOp:

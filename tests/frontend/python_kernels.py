@@ -146,10 +146,8 @@ class _Writer:
         self.names = 0
         self.loops = 0
         self.lines: list[str] = []
-        self.row_values: list[str] = []
-        """Locals the cells read and never assign: the work item's row reduced before the cell loop."""
         self.picks: random.Random | None = None
-        """Draws where the cells read the row's values (``row_value``'s stream), where there are any."""
+        """Draws where the cells read ``row`` (``row_value``'s stream), where the kernel has it."""
 
     def fresh(self) -> str:
         self.names += 1
@@ -165,8 +163,7 @@ class _Writer:
 
     def leaf(self, scope: _Scope) -> Typed:
         if self.picks is not None and self.picks.random() < 0.15:
-            name = self.picks.choice(self.row_values)
-            return name, self.types[name]
+            return "row", self.types["row"]
         r = self.rng.random()
         if scope.locals and r < 0.3:
             name = self.rng.choice(scope.locals)
@@ -345,10 +342,9 @@ class _Writer:
 
     def row_value(self, draws: random.Random) -> list[str]:
         """The lines before the cell loop that reduce the work item's row of ``x`` into a local, ``row``, which the
-        cells read (a row's maximum, minimum or sum beside loops over its cells: PoCL's rows reduced per work
-        item, a loop over the cells after them)."""
+        cells read and never assign (a row's maximum, minimum or sum beside loops over its cells: PoCL's rows
+        reduced per work item, a loop over the cells after them)."""
         self.picks = draws
-        self.row_values.append("row")
         if draws.random() < 0.5:
             self.types["row"] = self.dtypes["x"]
             update = f"row = {draws.choice(['max', 'min'])}(row, {self.access('x', 'i', 'k')})"

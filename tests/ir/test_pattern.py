@@ -2,7 +2,7 @@ import pytest
 
 from svod.dtype import dtypes
 from svod.errors import GraphError
-from svod.ir import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from svod.ir import AxisKind, Ops, PatternMatcher, UOp, UPat, graph_rewrite, replacements_of, substitute
 
 
 def test_upat_binds_and_checks_repeated_names():
@@ -85,3 +85,19 @@ def test_nothing_below_a_fixed_point_is_walked_again():
     assert graph_rewrite(chain * 1, pm, fixed_points=fixed) is chain
     assert chain in fixed and graph_rewrite(chain, pm, max_steps=2, fixed_points=fixed) is chain
     assert graph_rewrite(chain + 1, pm, max_steps=5, fixed_points=fixed) is chain + 1
+
+
+def test_replacements_are_built_over_the_replacements_below_them():
+    """A loop whose end counts with another loop (``range(c + 1)``), each loop's end clamped: the inner loop's new
+    end holds the outer loop's new form, so the graph substituted has one loop per axis. A map built from the
+    nodes as they were kept the old outer loop inside the inner one's end."""
+    outer = UOp.range(UOp.index_const(8), 0, AxisKind.LOOP)
+    inner = UOp.range(outer + 1, 1, AxisKind.LOOP)
+    root = outer * 10 + inner
+    made = replacements_of(root, lambda u: UOp.range(u.src[0].minimum(5), *u.arg) if u.op is Ops.RANGE else None)
+    assert list(made) == [outer, inner]
+    assert outer not in made[inner].toposort() and made[outer] in made[inner].toposort()
+    ranges = [u for u in substitute(root, made).toposort() if u.op is Ops.RANGE]
+    assert sorted(r.arg[0] for r in ranges) == [0, 1]
+    stale = {u: UOp.range(u.src[0].minimum(5), *u.arg) for u in root.toposort() if u.op is Ops.RANGE}
+    assert sorted(r.arg[0] for r in substitute(root, stale).toposort() if r.op is Ops.RANGE) == [0, 0, 1]
